@@ -1,0 +1,1 @@
+"""spanfill.engine: the diffusion infill engine."""

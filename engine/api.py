@@ -1,0 +1,56 @@
+"""The engine's public request/result types (the only types the server needs besides `Engine`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from .prompt import Snippet
+
+Mode = Literal["diffusion", "ar"]
+Rule = Literal["fixed", "threshold"]
+
+
+@dataclass
+class CompletionRequest:
+    prefix: str                          # text before the cursor (already windowed or not: see `cut`)
+    suffix: str                          # text after the cursor
+    snippets: list[Snippet] = field(default_factory=list)   # other files, most relevant first
+    span_length: int | None = None       # L; None = the model's default
+    steps: int | None = None             # T; None = the model's default
+    mode: Mode = "diffusion"
+    rule: Rule = "fixed"                 # "threshold": commit every position above `threshold`
+    threshold: float = 0.9
+    n: int = 1                           # candidates, decoded as one batch
+    temperature: float = 0.0             # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+    deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
+    max_blocks: int = 1                  # >1: continue with another span while no <|eom|> is found
+    cut: bool = True                     # cut prefix/suffix windows to the model's token budget
+    cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
+
+
+@dataclass
+class Timings:
+    tokenize_ms: float = 0.0
+    context_ms: float = 0.0
+    denoise_ms: float = 0.0
+    detokenize_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+@dataclass
+class CompletionResult:
+    texts: list[str]                     # one per candidate; text to insert at the cursor
+    context_tokens: int                  # length of the causal context
+    reused_tokens: int                   # context tokens served from the KV cache
+    encoded_tokens: int                  # context tokens encoded for this request
+    steps_run: int                       # forward passes over the span (or tokens, in AR mode)
+    finished: list[bool]                 # candidate ended with <|eom|>
+    deadline_hit: bool = False
+    cancelled: bool = False
+    timings: Timings = field(default_factory=Timings)
+
+
+class CancelledError(Exception):
+    """Raised by Engine.complete when request.cancelled() turns true before any work was done."""

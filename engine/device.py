@@ -1,0 +1,59 @@
+"""Device and dtype selection: bf16 where the hardware runs it fast, fp32 otherwise.
+
+On CPU, bf16 matmuls are only fast with AMX or AVX-512-BF16 (about 9x fp32 on these machines);
+elsewhere bf16 is emulated and slower than fp32, so we detect the ISA instead of assuming.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_has_fast_bf16() -> bool:
+    try:
+        isa = torch.backends.cpu.get_cpu_capability()  # e.g. "AVX512", "AVX512_BF16"? depends on build
+    except Exception:
+        isa = ""
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = line
+                    break
+    except OSError:
+        pass
+    fast = any(f in flags.split() for f in ("amx_bf16", "avx512_bf16"))
+    log.debug("cpu capability %s, fast bf16: %s", isa, fast)
+    return fast
+
+
+def pick_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available; use --device cpu")
+    return device
+
+
+def pick_dtype(device: torch.device, name: str = "auto") -> torch.dtype:
+    if name != "auto":
+        dtypes = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
+                  "fp16": torch.float16, "float16": torch.float16}
+        if name not in dtypes:
+            raise ValueError(f"unknown dtype {name!r}; use one of auto, bf16, fp32, fp16")
+        return dtypes[name]
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
+
+
+def autocast_dtype(device: torch.device) -> torch.dtype | None:
+    dtype = pick_dtype(device)
+    return None if dtype == torch.float32 else dtype

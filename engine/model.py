@@ -1,0 +1,154 @@
+"""The spanfill transformer: a Llama-shaped decoder (RoPE, RMSNorm, SwiGLU, tied embeddings) with
+three entry points that share one set of weights and differ only in what attends to what (DESIGN §3):
+
+* `forward_train`  — full training sequence with an explicit attention mask (context causal,
+                     clean middle causal, noised span bidirectional over itself + context).
+* `encode_context` — causal encoding of new context tokens against an exact KV cache.
+* `span_step`      — one denoising step: L span tokens (B candidates) attend bidirectionally to each
+                     other and to the whole cached context. Cost O(L·(C+L)), no state is written.
+
+Because the context is causal, its keys/values never depend on the span or on anything after them,
+so caching them is exact.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .config import ModelConfig
+
+
+def rope_tables(cfg: ModelConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, cfg.head_dim, 2, dtype=torch.float32) / cfg.head_dim))
+    t = torch.arange(cfg.max_positions, dtype=torch.float32)
+    freqs = torch.outer(t, inv_freq)                      # [P, Dh/2]
+    emb = torch.cat([freqs, freqs], dim=-1)               # [P, Dh] (rotate-half layout, as Llama)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    # x: [B, H, S, Dh]; cos/sin: [B or 1, 1, S, Dh] already in x.dtype
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rotated * sin
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.head_dim = cfg.n_heads, cfg.head_dim
+        self.wqkv = nn.Linear(cfg.dim, 3 * cfg.dim, bias=False)
+        self.wo = nn.Linear(cfg.dim, cfg.dim, bias=False)
+
+    def qkv(self, x, cos, sin):
+        B, S, _ = x.shape
+        q, k, v = self.wqkv(x).view(B, S, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v   # each [B, H, S, Dh]
+
+    def out(self, y):
+        B, H, S, Dh = y.shape
+        return self.wo(y.transpose(1, 2).reshape(B, S, H * Dh))
+
+
+class MLP(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.w13 = nn.Linear(cfg.dim, 2 * cfg.ffn_dim, bias=False)
+        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+
+    def forward(self, x):
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.mlp_norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+
+class SpanfillModel(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        cos, sin = rope_tables(cfg)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+        self.apply(self._init)
+        for block in self.layers:  # GPT-2 scaled init of residual projections
+            nn.init.normal_(block.attn.wo.weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
+            nn.init.normal_(block.mlp.w2.weight, std=0.02 / math.sqrt(2 * cfg.n_layers))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def _rope(self, positions: torch.Tensor, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        # positions: [S] or [B, S] -> [B|1, 1, S, Dh]
+        if positions.dim() == 1:
+            positions = positions[None]
+        return (self.rope_cos[positions][:, None].to(dtype), self.rope_sin[positions][:, None].to(dtype))
+
+    def logits(self, h: torch.Tensor) -> torch.Tensor:
+        return F.linear(self.norm(h), self.embed.weight)
+
+    # ---- training ------------------------------------------------------------------------------
+    def forward_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V]."""
+        x = self.embed(tokens)
+        cos, sin = self._rope(positions, x.dtype)
+        for block in self.layers:
+            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
+            x = x + block.attn.out(F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+            x = x + block.mlp(block.mlp_norm(x))
+        return self.logits(x)
+
+    # ---- inference -----------------------------------------------------------------------------
+    def encode_context(self, tokens: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """Encode new context tokens [1, N] at positions start..start+N-1, writing their keys/values
+        into the per-layer buffers kv[i] = (k, v), each [1, H, capacity, Dh]. Returns the hidden state
+        of the last new token [1, D] (its logits predict the next token: the AR path)."""
+        N = tokens.shape[1]
+        end = start + N
+        x = self.embed(tokens)
+        cos, sin = self._rope(torch.arange(start, end, device=tokens.device), x.dtype)
+        mask = None
+        if N > 1:  # new query i (absolute start+i) sees every cached key and new keys j <= i
+            mask = torch.ones(N, end, dtype=torch.bool, device=tokens.device).tril(diagonal=start)
+        for block, (kbuf, vbuf) in zip(self.layers, kv):
+            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
+            kbuf[:, :, start:end] = k
+            vbuf[:, :, start:end] = v
+            y = F.scaled_dot_product_attention(q, kbuf[:, :, :end], vbuf[:, :, :end], attn_mask=mask)
+            x = x + block.attn.out(y)
+            x = x + block.mlp(block.mlp_norm(x))
+        return x[:, -1]
+
+    def span_step(self, span: torch.Tensor, context_len: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+        """One denoising forward pass. span: [B, L] token ids (masks included); the span occupies
+        positions context_len..context_len+L-1 and attends to all of them plus the cached context.
+        Returns final hidden states [B, L, D]; call `logits` on the rows that are still masked."""
+        B, L = span.shape
+        x = self.embed(span)
+        cos, sin = self._rope(torch.arange(context_len, context_len + L, device=span.device), x.dtype)
+        for block, (kbuf, vbuf) in zip(self.layers, kv):
+            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
+            ck = kbuf[:, :, :context_len].expand(B, -1, -1, -1)
+            cv = vbuf[:, :, :context_len].expand(B, -1, -1, -1)
+            y = F.scaled_dot_product_attention(q, torch.cat([ck, k], dim=2), torch.cat([cv, v], dim=2))
+            x = x + block.attn.out(y)
+            x = x + block.mlp(block.mlp_norm(x))
+        return x
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())

@@ -1,0 +1,96 @@
+"""The dense two-in-one training objective (DESIGN §4), as pure functions over a batch.
+
+Each sequence is laid out, left-padded to a fixed context width C, as
+
+    [pad … pad | context (ends <|middle|>) | middle + <|eom|> + pad…  (L) | noised span (L)]
+    └──────────── causal: AR next-token loss on every real token ──────┘  └ bidirectional ┘
+
+The noised span reuses the position ids of the clean middle, attends to itself and to the context up
+to <|middle|>, and never to the clean middle. Its loss is the masked-diffusion (MDLM / LLaDA) bound:
+cross-entropy on masked positions weighted by 1/t, t ~ U(0, 1) per sequence.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from .examples import Example
+from .tokenizer import SpecialIds
+
+T_MIN = 1e-3
+
+
+@dataclass
+class Batch:
+    tokens: torch.Tensor       # [B, S]
+    positions: torch.Tensor    # [B, S]
+    mask: torch.Tensor         # [B, 1, S, S] bool, True = may attend
+    ar_targets: torch.Tensor   # [B, S] next-token targets, -100 where no loss
+    span_targets: torch.Tensor # [B, L] clean span (middle + eom + pad)
+    span_masked: torch.Tensor  # [B, L] bool: positions replaced by <|mask|>
+    t: torch.Tensor            # [B] realised masking rate of the span
+    span_length: int
+    context_width: int
+
+    @property
+    def real_tokens(self) -> int:
+        return int((self.ar_targets != -100).sum()) + self.span_targets.numel()
+
+
+def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
+                generator: torch.Generator | None = None) -> Batch:
+    B, L = len(examples), span_length
+    C = max(len(e.context) for e in examples)
+    S = C + 2 * L
+    tokens = torch.full((B, S), special.pad, dtype=torch.long)
+    ar_targets = torch.full((B, S), -100, dtype=torch.long)
+    span_targets = torch.full((B, L), special.pad, dtype=torch.long)
+    starts = torch.empty(B, dtype=torch.long)
+    for b, ex in enumerate(examples):
+        start = C - len(ex.context)
+        starts[b] = start
+        clean = ex.context + ex.target[:L]
+        tokens[b, start:C + len(ex.target[:L])] = torch.tensor(clean)
+        # AR: position i predicts token i+1, for every real token up to the end of the middle
+        ar_targets[b, start:C + len(ex.target[:L]) - 1] = torch.tensor(clean[1:])
+        span_targets[b, :len(ex.target[:L])] = torch.tensor(ex.target[:L])
+
+    # stratified t over the batch (MDLM's low-discrepancy sampler) lowers the variance of the loss
+    t = ((torch.rand(1, generator=generator) + torch.arange(B)) / B).clamp_min(T_MIN)
+    span_masked = torch.rand(B, L, generator=generator) < t[:, None]
+    forced = torch.randint(0, L, (B,), generator=generator)
+    span_masked[torch.arange(B), forced] = True          # at least one masked position
+    # weight by the realised masking rate: with the forced position, a tiny sampled t would
+    # otherwise put a 1/t = 1000x weight on a single token and spike the loss
+    t = span_masked.float().mean(1)
+    tokens[:, C + L:] = torch.where(span_masked, special.mask, span_targets)
+
+    positions = torch.arange(S).repeat(B, 1)
+    positions[:, C + L:] = torch.arange(C, C + L)
+
+    idx = torch.arange(S)
+    key_real = idx[None, :] >= starts[:, None]                              # [B, S]
+    causal = idx[:, None] >= idx[None, :]                                   # [S, S]
+    mask = causal[None] & key_real[:, None, :]
+    # noised span rows: context (real part) + the noised span itself, nothing else
+    span_rows = torch.zeros(S, dtype=torch.bool)
+    span_rows[C + L:] = True
+    span_allowed = (idx[None, :] < C) & key_real | (idx[None, :] >= C + L)  # [B, S]
+    mask = torch.where(span_rows[None, :, None], span_allowed[:, None, :], mask)
+    # left-pad rows attend to themselves only, so no row is fully masked (avoids NaN in softmax)
+    mask |= torch.eye(S, dtype=torch.bool)[None]
+    return Batch(tokens, positions, mask[:, None], ar_targets, span_targets, span_masked, t, L, C)
+
+
+def losses(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Returns (ar_loss, diffusion_loss); logits: [B, S, V]."""
+    C, L = batch.context_width, batch.span_length
+    V = logits.shape[-1]
+    causal_logits = logits[:, :C + L].float()
+    ar = F.cross_entropy(causal_logits.reshape(-1, V), batch.ar_targets[:, :C + L].reshape(-1), ignore_index=-100)
+    span_logits = logits[:, C + L:].float()                                 # [B, L, V]
+    ce = F.cross_entropy(span_logits.reshape(-1, V), batch.span_targets.reshape(-1), reduction="none").view_as(batch.span_targets)
+    diffusion = ((ce * batch.span_masked).sum(1) / batch.t / L).mean()
+    return ar, diffusion

@@ -1,0 +1,108 @@
+"""Context assembly: cut prefix/suffix windows on line boundaries within a token budget and lay out
+the causal context stream of DESIGN §3:
+
+    [<|file|> path\\n snippet]*  <|suffix|> S  <|prefix|> P  <|middle|>
+
+Training (`examples.py`) and the server's context builder both call these functions, so the model is
+trained on exactly the windows it will be served.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class Snippet:
+    path: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Budget:
+    prefix_tokens: int = 320
+    suffix_tokens: int = 96
+    snippet_tokens: int = 96
+
+    @property
+    def total(self) -> int:  # + the special tokens and snippet headers
+        return self.prefix_tokens + self.suffix_tokens + self.snippet_tokens + 8
+
+
+@dataclass
+class ContextTokens:
+    ids: list[int]
+    prefix_start_line: int = 0     # first line of the prefix that made it into the window, counted back from the cursor
+    suffix_lines: int = 0
+    snippets_used: list[str] = field(default_factory=list)
+
+
+def _line_token_counts(tok: Tokenizer, lines: list[str]) -> list[int]:
+    return [len(ids) for ids in tok.encode_batch(lines)] if lines else []
+
+
+def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:
+    """Keep the longest tail of `prefix` that starts at a line start and fits `budget` tokens.
+    The cursor line's own text is always kept (truncated from the left only if it alone is too long)."""
+    scan = prefix[-budget * 8:] if len(prefix) > budget * 8 else prefix  # no line is cheaper than ~1 token/8 chars
+    lines = scan.splitlines(keepends=True)
+    if len(scan) < len(prefix) and lines:
+        lines = lines[1:] or lines  # the first scanned line may be cut mid-line
+    counts = _line_token_counts(tok, lines)
+    used, keep = 0, 0
+    for n in reversed(counts):
+        if used + n > budget:
+            break
+        used += n
+        keep += 1
+    if keep == 0 and lines:
+        ids = tok.encode(lines[-1])[-budget:]
+        return tok.decode(ids)
+    return "".join(lines[len(lines) - keep:])
+
+
+def cut_suffix(tok: Tokenizer, suffix: str, budget: int) -> str:
+    """Keep the longest head of `suffix` that ends at a line end and fits `budget` tokens; the rest of
+    the cursor line is always kept (truncated on the right if it alone is too long)."""
+    scan = suffix[:budget * 8]
+    lines = scan.splitlines(keepends=True)
+    if len(scan) < len(suffix) and len(lines) > 1:
+        lines = lines[:-1]
+    counts = _line_token_counts(tok, lines)
+    used, keep = 0, 0
+    for n in counts:
+        if used + n > budget:
+            break
+        used += n
+        keep += 1
+    if keep == 0 and lines:
+        return tok.decode(tok.encode(lines[0])[:budget])
+    return "".join(lines[:keep])
+
+
+def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> tuple[list[int], list[str]]:
+    ids: list[int] = []
+    used: list[str] = []
+    for snip in snippets:
+        head = tok.encode(snip.path + "\n")
+        room = budget - len(ids) - 1 - len(head)
+        if room <= 8:
+            break
+        body = tok.encode(cut_suffix(tok, snip.text, room))
+        ids += [tok.special.file] + head + body
+        used.append(snip.path)
+    return ids, used
+
+
+def context_ids(tok: Tokenizer, prefix: str, suffix: str, snippets: list[Snippet] | None = None,
+                budget: Budget = Budget(), cut: bool = True) -> ContextTokens:
+    """The token stream of the context. With cut=False the caller has already chosen the windows."""
+    if cut:
+        prefix = cut_prefix(tok, prefix, budget.prefix_tokens)
+        suffix = cut_suffix(tok, suffix, budget.suffix_tokens)
+    snip_ids, used = snippet_ids(tok, snippets or [], budget.snippet_tokens)
+    sp = tok.special
+    ids = snip_ids + [sp.suffix] + tok.encode(suffix) + [sp.prefix] + tok.encode(prefix) + [sp.middle]
+    return ContextTokens(ids=ids, prefix_start_line=prefix.count("\n"), suffix_lines=suffix.count("\n"),
+                         snippets_used=used)

@@ -1,0 +1,179 @@
+"""Train a spanfill model: dense AR + masked-diffusion loss in one forward pass (DESIGN §4).
+
+    spanfill train --data data/ --out runs/small --preset small --minutes 100
+
+Resumable: every --save-minutes the model directory (HF layout, loadable by the engine as is) is
+rewritten atomically together with the optimiser state (safetensors) and the step / data-stream
+state (JSON); running the same command again continues from there. bf16 autocast on CPUs with AMX /
+AVX-512-BF16 and on CUDA. Curves go to OUT/train_log.jsonl, a one-line progress report to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .checkpoint import load_model, save_model
+from .config import PRESETS
+from .corpus import read_split
+from .device import autocast_dtype, pick_device
+from .examples import ExampleStream
+from .model import SpanfillModel
+from .objective import build_batch, losses
+from .prompt import Budget
+from .tokenizer import train_tokenizer
+
+SPAN_LENGTHS = ((16, 0.25), (32, 0.5), (64, 0.25))
+TOKENIZER_SAMPLE_BYTES = 40_000_000
+
+
+def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -> float:
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def save_train_state(out: Path, opt: torch.optim.Optimizer, state: dict) -> None:
+    tensors = {}
+    for i, s in opt.state_dict()["state"].items():
+        for name, value in s.items():
+            tensors[f"{i}.{name}"] = value.contiguous() if value.dim() else value.reshape(1)
+    save_file(tensors, str(out / "optimizer.safetensors.tmp"))
+    (out / "optimizer.safetensors.tmp").replace(out / "optimizer.safetensors")
+    (out / "train_state.json.tmp").write_text(json.dumps(state))
+    (out / "train_state.json.tmp").replace(out / "train_state.json")
+
+
+def load_train_state(out: Path, opt: torch.optim.Optimizer) -> dict:
+    tensors = load_file(str(out / "optimizer.safetensors"))
+    sd = opt.state_dict()
+    for key, value in tensors.items():
+        i, name = key.split(".", 1)
+        sd["state"].setdefault(int(i), {})[name] = value.reshape(()) if name == "step" else value
+    opt.load_state_dict(sd)
+    return json.loads((out / "train_state.json").read_text())
+
+
+def tokenizer_texts(files, limit=TOKENIZER_SAMPLE_BYTES):
+    rng = random.Random(0)
+    order = list(range(len(files)))
+    rng.shuffle(order)
+    used = 0
+    for i in order:
+        if used > limit:
+            return
+        used += len(files[i].text)
+        yield files[i].text
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="spanfill train", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", type=Path, required=True, help="directory written by `spanfill data`")
+    ap.add_argument("--out", type=Path, required=True, help="run directory (resumed if it exists)")
+    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--accum", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--total-steps", type=int, default=6000, help="length of the cosine schedule")
+    ap.add_argument("--minutes", type=float, default=float("inf"), help="stop (after saving) after this wall time")
+    ap.add_argument("--save-minutes", type=float, default=5.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="auto")
+    args = ap.parse_args(argv)
+
+    device = pick_device(args.device)
+    amp_dtype = autocast_dtype(device)
+    out = args.out
+    train_files = read_split(args.data / "train.jsonl")
+    if (out / "train_state.json").exists():
+        model, tok = load_model(out, device=device)
+        cfg = model.cfg
+    else:
+        cfg = PRESETS[args.preset]
+        out.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        tok = train_tokenizer(tokenizer_texts(train_files), cfg.vocab_size)
+        print(f"tokenizer: {tok.vocab_size} tokens in {time.time() - t0:.0f}s", file=sys.stderr)
+        cfg.special_tokens = {name: getattr(tok.special, name) for name in tok.special.__dataclass_fields__}
+        torch.manual_seed(args.seed)
+        model = SpanfillModel(cfg).to(device)
+    model.train()
+    budget = Budget()
+    cfg.max_context_tokens = budget.total
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    stream = ExampleStream(tok, train_files, budget, seed=args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    state = {"step": 0, "tokens": 0, "seconds": 0.0}
+    if (out / "train_state.json").exists():
+        state = load_train_state(out, opt)
+        stream.rng.setstate(_tuple(state["stream_rng"]))
+        gen.manual_seed(args.seed + state["step"])
+        print(f"resumed at step {state['step']} ({state['tokens'] / 1e6:.1f}M tokens)", file=sys.stderr)
+    span_rng = random.Random(args.seed + state["step"])
+    log = (out / "train_log.jsonl").open("a")
+    start = last_save = time.time()
+    seconds_before = state["seconds"]
+
+    def checkpoint():
+        state["seconds"] = seconds_before + time.time() - start
+        state["stream_rng"] = stream.rng.getstate()
+        save_model(out, model, tok)
+        save_train_state(out, opt, state)
+
+    while state["step"] < args.total_steps:
+        t0 = time.time()
+        lr = lr_at(state["step"], args.total_steps, args.lr, args.warmup)
+        for group in opt.param_groups:
+            group["lr"] = lr
+        L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
+        ar_sum = diff_sum = 0.0
+        tokens = 0
+        for _ in range(args.accum):
+            batch = build_batch([stream.next(L) for _ in range(args.batch)], L, tok.special, gen)
+            tensors = [x.to(device) for x in (batch.tokens, batch.positions, batch.mask)]
+            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+                logits = model.forward_train(*tensors)
+            batch.ar_targets, batch.span_targets = batch.ar_targets.to(device), batch.span_targets.to(device)
+            batch.span_masked, batch.t = batch.span_masked.to(device), batch.t.to(device)
+            ar, diff = losses(logits, batch)
+            ((ar + diff) / args.accum).backward()
+            ar_sum += ar.item() / args.accum
+            diff_sum += diff.item() / args.accum
+            tokens += batch.real_tokens
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        state["step"] += 1
+        state["tokens"] += tokens
+        dt = time.time() - t0
+        record = {"step": state["step"], "tokens": state["tokens"], "ar_loss": round(ar_sum, 4),
+                  "diffusion_loss": round(diff_sum, 4), "lr": lr, "grad_norm": round(grad_norm, 3),
+                  "span_length": L, "tokens_per_s": round(tokens / dt), "time": round(seconds_before + time.time() - start, 1)}
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+        print(f"\rstep {state['step']}/{args.total_steps} {state['tokens'] / 1e6:.2f}M tok "
+              f"ar {ar_sum:.3f} diff {diff_sum:.3f} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
+        if time.time() - last_save > args.save_minutes * 60:
+            checkpoint()
+            last_save = time.time()
+        if time.time() - start > args.minutes * 60:
+            break
+    checkpoint()
+    print(f"\nsaved {out} at step {state['step']}", file=sys.stderr)
+
+
+def _tuple(x):
+    return tuple(_tuple(i) for i in x) if isinstance(x, list) else x
+
+
+if __name__ == "__main__":
+    main()

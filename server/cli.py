@@ -1,0 +1,43 @@
+"""`spanfill` command line: one entry point, subcommands dispatch to the module that owns them.
+
+    spanfill serve [--tcp HOST:PORT]        language server over stdio (what editors start)
+    spanfill demo                           headless session on an example file (make run)
+    spanfill data | train | eval | batch    corpus, training, held-out evaluation, batch completion
+    spanfill export-llama                   write the causal half as a LlamaForCausalLM checkpoint
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+COMMANDS = {
+    "serve": ("spanfill.server.serve", "language server over stdio or TCP"),
+    "demo": ("spanfill.server.demo", "headless LSP session on an example file, prints completions"),
+    "data": ("spanfill.engine.corpus_cli", "build the training corpus and held-out split"),
+    "train": ("spanfill.engine.train", "train or resume a model"),
+    "eval": ("spanfill.engine.evaluate", "held-out evaluation: exact match, edit similarity, latency"),
+    "batch": ("spanfill.engine.batch", "complete every line of a JSONL file"),
+    "export-llama": ("spanfill.engine.export_llama", "export the causal half as LlamaForCausalLM"),
+}
+
+
+def usage() -> str:
+    rows = "\n".join(f"  {name:<14}{text}" for name, (_, text) in COMMANDS.items())
+    return f"usage: spanfill COMMAND [ARGS]\n\ncommands:\n{rows}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(usage())
+        return 0
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        sys.stderr.write(f"spanfill: unknown command {command!r}\n\n{usage()}")
+        return 2
+    module = importlib.import_module(COMMANDS[command][0])
+    return module.main(rest) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
