@@ -1,0 +1,216 @@
+/**
+ * spanfill for VS Code: starts `spanfill serve` over stdio and lets vscode-languageclient's built-in
+ * inline-completion feature (LSP 3.18 `textDocument/inlineCompletion`) draw the ghost text.
+ *
+ * What this file adds on top of the client: the server is started only once a document in an
+ * enabled language is open (the model costs memory), settings are pushed to the server when they
+ * change, a status-bar item shows model, device and last latency from `spanfill/status`, and
+ * three commands: toggle, restart, show log.
+ */
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  State,
+  TransportKind,
+} from "vscode-languageclient/node";
+
+import { Getter, ServerStatus, languages, serverLaunch, serverSettings, statusText, statusTooltip } from "./settings";
+
+const SECTION = "spanfill";
+const STATUS_REQUEST = "spanfill/status";
+/** Settings whose change needs a new server process or a new document selector. */
+const RESTART_KEYS = ["server", "languages"].map((key) => `${SECTION}.${key}`);
+
+function config(): Getter {
+  const cfg = vscode.workspace.getConfiguration(SECTION);
+  return <T>(key: string, fallback: T) => cfg.get<T>(key, fallback);
+}
+
+function enabled(): boolean {
+  return config()<boolean>("enable", true);
+}
+
+class Spanfill implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private starting: Promise<void> | undefined;
+  private lastRoundTripMs: number | undefined;
+  private statusInFlight = false;
+  private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
+
+  constructor(private readonly log: vscode.LogOutputChannel) {
+    this.statusItem.command = "spanfill.toggle";
+    this.showIdle();
+  }
+
+  /** Start the server if completions are on and an open document wants them. */
+  async ensureStarted(): Promise<void> {
+    if (this.client !== undefined || !enabled()) {
+      return;
+    }
+    const wanted = new Set(languages(config()));
+    if (!vscode.workspace.textDocuments.some((doc) => wanted.has(doc.languageId))) {
+      return;
+    }
+    this.starting ??= this.start().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  private async start(): Promise<void> {
+    const get = config();
+    const launch = serverLaunch(get);
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      transport: TransportKind.stdio,
+      options: { env: { ...process.env, ...launch.env } },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: languages(get).flatMap((language) => [
+        { scheme: "file", language },
+        { scheme: "untitled", language },
+      ]),
+      initializationOptions: { [SECTION]: serverSettings(get) },
+      outputChannel: this.log,
+      middleware: {
+        provideInlineCompletionItems: async (document, position, context, token, next) => {
+          const started = Date.now();
+          const result = await next(document, position, context, token);
+          if (!token.isCancellationRequested) {
+            this.lastRoundTripMs = Date.now() - started;
+            void this.refreshStatus();
+          }
+          return result;
+        },
+      },
+    };
+    const client = new LanguageClient(SECTION, "spanfill", serverOptions, clientOptions);
+    client.onDidChangeState((event) => {
+      if (event.newState === State.Stopped) {
+        this.statusItem.text = "$(circle-slash) spanfill";
+        this.statusItem.tooltip = "spanfill: server stopped. Run `spanfill: Restart server` or `spanfill: Show log`.";
+      }
+    });
+    this.client = client;
+    this.statusItem.text = "$(loading~spin) spanfill";
+    this.statusItem.tooltip = "spanfill: starting the server and loading the model";
+    this.log.info(`starting ${launch.command} ${launch.args.join(" ")}`);
+    try {
+      await client.start();
+    } catch (error) {
+      this.client = undefined;
+      const message =
+        `spanfill: could not start "${launch.command} ${launch.args.join(" ")}": ${String(error)}. ` +
+        "Set `spanfill.server.command` to the spanfill executable (e.g. <repo>/.venv/bin/spanfill).";
+      this.log.error(message);
+      void vscode.window.showErrorMessage(message, "Open Settings", "Show Log").then((choice) => {
+        if (choice === "Open Settings") {
+          void vscode.commands.executeCommand("workbench.action.openSettings", "spanfill.server");
+        } else if (choice === "Show Log") {
+          this.log.show();
+        }
+      });
+      return;
+    }
+    await this.refreshStatus();
+  }
+
+  async stop(): Promise<void> {
+    await this.starting;
+    const client = this.client;
+    this.client = undefined;
+    this.showIdle();
+    if (client !== undefined) {
+      await client.stop().catch((error) => this.log.warn(`stopping the server: ${String(error)}`));
+    }
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    await this.ensureStarted();
+  }
+
+  async toggle(): Promise<void> {
+    const now = !enabled();
+    // The configuration listener starts or stops the server.
+    await vscode.workspace.getConfiguration(SECTION).update("enable", now, vscode.ConfigurationTarget.Global);
+    void vscode.window.setStatusBarMessage(`spanfill inline completions ${now ? "on" : "off"}`, 2000);
+  }
+
+  async onConfigurationChanged(event: vscode.ConfigurationChangeEvent): Promise<void> {
+    if (!event.affectsConfiguration(SECTION)) {
+      return;
+    }
+    if (event.affectsConfiguration(`${SECTION}.enable`)) {
+      return enabled() ? this.ensureStarted() : this.stop();
+    }
+    if (RESTART_KEYS.some((key) => event.affectsConfiguration(key))) {
+      return this.restart();
+    }
+    if (this.client?.isRunning()) {
+      await this.client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { [SECTION]: serverSettings(config()) },
+      });
+      await this.refreshStatus();
+    }
+  }
+
+  private async refreshStatus(): Promise<void> {
+    const client = this.client;
+    if (client === undefined || !client.isRunning() || this.statusInFlight) {
+      return;
+    }
+    this.statusInFlight = true;
+    try {
+      this.showStatus(await client.sendRequest<ServerStatus>(STATUS_REQUEST, {}));
+    } catch (error) {
+      this.log.warn(`${STATUS_REQUEST} failed: ${String(error)}`);
+    } finally {
+      this.statusInFlight = false;
+    }
+  }
+
+  private showStatus(status: ServerStatus): void {
+    this.statusItem.text = statusText(status, this.lastRoundTripMs);
+    this.statusItem.tooltip = statusTooltip(status);
+    this.statusItem.show();
+  }
+
+  /** No server running: say whether that is because completions are off or nothing asked yet. */
+  private showIdle(): void {
+    const on = enabled();
+    this.statusItem.text = on ? "$(sparkle) spanfill" : "$(circle-slash) spanfill";
+    this.statusItem.tooltip = on
+      ? `spanfill starts when a ${languages(config()).join(" / ")} file is open. Click to turn off.`
+      : "spanfill inline completions are off. Click to turn on.";
+    this.statusItem.show();
+  }
+
+  dispose(): void {
+    this.statusItem.dispose();
+  }
+}
+
+let spanfill: Spanfill | undefined;
+
+export function activate(context: vscode.ExtensionContext): void {
+  const log = vscode.window.createOutputChannel("spanfill", { log: true });
+  spanfill = new Spanfill(log);
+  context.subscriptions.push(
+    log,
+    spanfill,
+    vscode.commands.registerCommand("spanfill.toggle", () => spanfill?.toggle()),
+    vscode.commands.registerCommand("spanfill.restart", () => spanfill?.restart()),
+    vscode.commands.registerCommand("spanfill.showLog", () => log.show()),
+    vscode.workspace.onDidChangeConfiguration((event) => spanfill?.onConfigurationChanged(event)),
+    vscode.workspace.onDidOpenTextDocument(() => spanfill?.ensureStarted()),
+  );
+  void spanfill.ensureStarted();
+}
+
+/** VS Code waits for the returned promise, so the server gets its shutdown/exit. */
+export function deactivate(): Promise<void> | undefined {
+  return spanfill?.stop();
+}
