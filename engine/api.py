@@ -25,7 +25,6 @@ class CompletionRequest:
     top_p: float = 1.0
     seed: int | None = None
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
-    max_blocks: int = 1                  # >1: continue with another span while no <|eom|> is found
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
 

@@ -82,7 +82,8 @@ class Tokenizer:
         return self._token_bytes[tid]
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
-        return b"".join(self._token_bytes[i] for i in ids)
+        table = self._token_bytes
+        return b"".join(table[i] for i in ids if 0 <= i < len(table))
 
     def decode(self, ids: Iterable[int]) -> str:
         """Exact inverse of encode; an incomplete trailing UTF-8 sequence is dropped, not replaced."""

@@ -1,0 +1,154 @@
+"""The span denoiser (DESIGN §5): L masks, T steps, commit the most confident positions each step.
+
+Pure tensor functions (schedule, confidence, commit rules, <|eom|> truncation) are tested without a
+model; `denoise` is the one place that owns the step loop. Following LLaDA (Nie et al. 2025, §2.4,
+"low-confidence remasking") a committed token is never re-masked; following Fast-dLLM (Wu et al.
+2025) the threshold rule commits every position whose confidence clears τ, at least one per step.
+The deadline turns the decoder into an anytime one: when the budget is spent, the next step is the
+last and commits everything left.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from .model import SpanfillModel
+
+NEG_INF = float("-inf")
+
+
+def commit_schedule(span_length: int, steps: int) -> list[int]:
+    """How many positions to commit at each of `steps` steps so that the span is finished in time;
+    the remainder goes to the early steps (as LLaDA's get_num_transfer_tokens)."""
+    steps = max(1, min(steps, span_length))
+    base, extra = divmod(span_length, steps)
+    return [base + (1 if s < extra else 0) for s in range(steps)]
+
+
+def pick_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1.0,
+                generator: torch.Generator | None = None, banned: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits: [M, V] -> (confidence [M], token [M]). Greedy when temperature == 0, else a sample from
+    the tempered, nucleus-filtered distribution; confidence is the chosen token's probability.
+    `banned` ids (control tokens that may never appear inside a middle) get zero probability."""
+    logits = logits.float()
+    if banned:
+        logits[..., banned] = NEG_INF
+    if temperature <= 0:
+        probs = torch.softmax(logits, dim=-1)
+        conf, token = probs.max(dim=-1)
+        return conf, token
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        drop = sorted_p.cumsum(-1) - sorted_p > top_p
+        sorted_p = sorted_p.masked_fill(drop, 0.0)
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_p)
+        probs = probs / probs.sum(-1, keepdim=True)
+    token = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    return probs.gather(-1, token[:, None]).squeeze(-1), token
+
+
+def commit_topk(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
+    """confidence/masked: [B, L]. Commit the k most confident masked positions of each row."""
+    conf = confidence.masked_fill(~masked, NEG_INF)
+    idx = conf.topk(min(k, conf.shape[1]), dim=1).indices
+    return torch.zeros_like(masked).scatter(1, idx, True) & masked
+
+
+def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: float) -> torch.Tensor:
+    """Commit every masked position with confidence > threshold, and at least the best one per row."""
+    return (masked & (confidence > threshold)) | commit_topk(confidence, masked, 1)
+
+
+def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int) -> None:
+    """In place: once <|eom|> is committed at j, positions > j become committed pads and drop out."""
+    is_eom = (span == eom) & ~masked
+    after = (is_eom.cumsum(1) - is_eom.long()) > 0
+    span.masked_fill_(after, pad)
+    masked &= ~after
+
+
+@dataclass
+class DenoiseConfig:
+    span_length: int
+    steps: int
+    rule: str = "fixed"
+    threshold: float = 0.9
+    temperature: float = 0.0
+    top_p: float = 1.0
+    banned: list[int] | None = None
+
+
+@dataclass
+class DenoiseOutput:
+    span: torch.Tensor     # [B, L] committed tokens
+    steps_run: int
+    deadline_hit: bool
+    cancelled: bool
+
+
+def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
+            eom_id: int, pad_id: int, generator: torch.Generator | None = None,
+            deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
+    """Denoise n candidate spans against the cached context kv[:, :, :context_len]."""
+    device = model.embed.weight.device
+    L = cfg.span_length
+    span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
+    masked = torch.ones(n, L, dtype=torch.bool, device=device)
+    schedule = commit_schedule(L, cfg.steps)
+    steps_run, deadline_hit, was_cancelled = 0, False, False
+    for step, k in enumerate(schedule):
+        if cancelled is not None and cancelled():
+            was_cancelled = True
+            break
+        final = step == len(schedule) - 1
+        if deadline is not None and time.perf_counter() >= deadline:
+            final = deadline_hit = True
+        hidden = model.span_step(span, context_len, kv)             # [n, L, D]
+        steps_run += 1
+        conf_m, token_m = pick_tokens(model.logits(hidden[masked]), cfg.temperature, cfg.top_p, generator, cfg.banned)
+        confidence = torch.full((n, L), NEG_INF, device=device)
+        proposal = span.clone()
+        confidence[masked] = conf_m
+        proposal[masked] = token_m
+        if final:
+            commit = masked.clone()
+        elif cfg.rule == "threshold":
+            commit = commit_threshold(confidence, masked, cfg.threshold)
+        else:
+            commit = commit_topk(confidence, masked, k)
+        span = torch.where(commit, proposal, span)
+        masked &= ~commit
+        truncate_after_eom(span, masked, eom_id, pad_id)
+        if final or not masked.any():
+            break
+    return DenoiseOutput(span, steps_run, deadline_hit, was_cancelled)
+
+
+def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
+              eom_id: int, temperature: float = 0.0, top_p: float = 1.0,
+              generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
+              cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
+    """The baseline: decode the same weights one token per step through the causal path. kv buffers
+    must have room for context_len + max_tokens positions; positions past context_len are scratch."""
+    tokens: list[int] = []
+    hidden = last_hidden                                              # [1, D]
+    deadline_hit = was_cancelled = False
+    for i in range(max_tokens):
+        if cancelled is not None and cancelled():
+            was_cancelled = True
+            break
+        _, token = pick_tokens(model.logits(hidden), temperature, top_p, generator, banned)
+        tokens.append(int(token))
+        if tokens[-1] == eom_id:
+            break
+        if deadline is not None and time.perf_counter() >= deadline:
+            deadline_hit = True
+            break
+        if i + 1 < max_tokens:
+            hidden = model.encode_context(token[None], context_len + i, kv)
+    span = torch.tensor([tokens], dtype=torch.long)
+    return DenoiseOutput(span, len(tokens), deadline_hit, was_cancelled)

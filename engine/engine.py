@@ -1,0 +1,154 @@
+"""`Engine`: the public face of spanfill.engine. Load a checkpoint once, then `complete` requests.
+
+    engine = Engine.load()                        # the shipped default model, best device/dtype
+    result = engine.complete(CompletionRequest(prefix="def add(a, b):\\n    return ", suffix="\\n"))
+
+One thread should own an Engine (the server's worker does); a lock makes misuse safe, not fast.
+Stages are timed separately: tokenize -> context (KV cache) -> denoise -> detokenize.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from .api import CancelledError, CompletionRequest, CompletionResult, Timings
+from .checkpoint import DEFAULT_MODEL_DIR, load_model
+from .context_cache import ContextCache
+from .denoise import DenoiseConfig, ar_decode, denoise
+from .device import pick_device, pick_dtype
+from .model import SpanfillModel
+from .prompt import Budget, context_ids
+from .tokenizer import Tokenizer
+
+MAX_SPAN = 256
+MAX_CANDIDATES = 16
+
+
+def _ms(t0: float) -> float:
+    return (time.perf_counter() - t0) * 1e3
+
+
+class Engine:
+    def __init__(self, model: SpanfillModel, tokenizer: Tokenizer, name: str = "model", cache_entries: int = 4):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.cache = ContextCache(model, cache_entries)
+        self._lock = threading.Lock()
+        total = model.cfg.max_context_tokens
+        # the trained split of the context budget, scaled if a config says otherwise
+        default = Budget()
+        scale = total / default.total
+        self.budget = Budget(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
+                             int(default.snippet_tokens * scale))
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
+             warmup: bool = True) -> "Engine":
+        dev = pick_device(device)
+        model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
+        engine = cls(model, tok, name=str(Path(path) if path else DEFAULT_MODEL_DIR))
+        if warmup:
+            engine.warmup()
+        return engine
+
+    @property
+    def info(self) -> dict:
+        w = self.model.embed.weight
+        cfg = self.model.cfg
+        return {"model": self.name, "device": str(w.device), "dtype": str(w.dtype).replace("torch.", ""),
+                "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
+                "max_context_tokens": cfg.max_context_tokens}
+
+    @property
+    def cache_stats(self) -> dict:
+        return self.cache.stats
+
+    def warmup(self) -> None:
+        """Run each path once so the first user request does not pay for lazy initialisation."""
+        for mode in ("diffusion", "ar"):
+            self.complete(CompletionRequest(prefix="def f(x):\n    return ", suffix="\n", mode=mode, span_length=8))
+        self.cache.clear()
+        self.cache.requests = self.cache.reused_tokens = self.cache.encoded_tokens = 0
+
+    def _validate(self, req: CompletionRequest) -> tuple[int, int]:
+        cfg = self.model.cfg
+        L = cfg.span_length if req.span_length is None else req.span_length
+        T = cfg.steps if req.steps is None else req.steps
+        if not 1 <= L <= MAX_SPAN:
+            raise ValueError(f"span_length={L} is out of range; use 1..{MAX_SPAN} (the model was trained with 16-64)")
+        if T < 1:
+            raise ValueError(f"steps={T} must be at least 1")
+        if not 1 <= req.n <= MAX_CANDIDATES:
+            raise ValueError(f"n={req.n} candidates is out of range; use 1..{MAX_CANDIDATES}")
+        if req.mode not in ("diffusion", "ar"):
+            raise ValueError(f"mode={req.mode!r} is unknown; use 'diffusion' or 'ar'")
+        if req.rule not in ("fixed", "threshold"):
+            raise ValueError(f"rule={req.rule!r} is unknown; use 'fixed' or 'threshold'")
+        if req.temperature < 0 or not 0 < req.top_p <= 1:
+            raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
+        return L, T
+
+    def complete(self, req: CompletionRequest) -> CompletionResult:
+        with self._lock, torch.inference_mode():
+            return self._complete(req)
+
+    def _complete(self, req: CompletionRequest) -> CompletionResult:
+        t_start = time.perf_counter()
+        deadline = t_start + req.deadline_ms / 1e3 if req.deadline_ms is not None else None
+        L, T = self._validate(req)
+        if req.cancelled is not None and req.cancelled():
+            raise CancelledError("request was cancelled before it started")
+        timings = Timings()
+        tok, sp = self.tokenizer, self.tokenizer.special
+
+        t0 = time.perf_counter()
+        ctx = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut)
+        limit = self.model.cfg.max_positions - L
+        if len(ctx.ids) > limit:
+            raise ValueError(f"context of {len(ctx.ids)} tokens plus a span of {L} exceeds the model's "
+                             f"{self.model.cfg.max_positions} positions; pass cut=True or shorter windows")
+        timings.tokenize_ms = _ms(t0)
+
+        t0 = time.perf_counter()
+        lookup = self.cache.prepare(ctx.ids, room_after=L, need_hidden=req.mode == "ar")
+        C = len(ctx.ids)
+        timings.context_ms = _ms(t0)
+
+        t0 = time.perf_counter()
+        gen = None
+        if req.temperature > 0:
+            gen = torch.Generator(device=self.model.embed.weight.device)
+            gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
+        if req.mode == "ar":
+            banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+            outs = [ar_decode(self.model, lookup.entry.kv, C, lookup.entry.last_hidden, L, sp.eom,
+                              req.temperature, req.top_p, gen, banned, deadline, req.cancelled) for _ in range(req.n)]
+            rows = [o.span[0].tolist() for o in outs]
+            steps_run = sum(o.steps_run for o in outs)
+            deadline_hit = any(o.deadline_hit for o in outs)
+            cancelled = any(o.cancelled for o in outs)
+        else:
+            # pad stays allowed: after <|eom|> the model was trained to predict it
+            banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+            cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned)
+            out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline, req.cancelled)
+            rows = out.span.tolist()
+            steps_run, deadline_hit, cancelled = out.steps_run, out.deadline_hit, out.cancelled
+        timings.denoise_ms = _ms(t0)
+
+        t0 = time.perf_counter()
+        texts, finished = [], []
+        for row in rows:
+            end = row.index(sp.eom) if sp.eom in row else len(row)
+            finished.append(end < len(row))
+            texts.append(tok.decode(t for t in row[:end] if t not in (sp.pad, sp.mask)))
+        if cancelled:
+            texts = [""] * len(rows)
+        timings.detokenize_ms = _ms(t0)
+        timings.total_ms = _ms(t_start)
+        return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,
+                                deadline_hit, cancelled, timings)

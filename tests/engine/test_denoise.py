@@ -1,0 +1,83 @@
+"""The denoiser's pure pieces and its step loop, on a scripted stand-in model."""
+import types
+
+import torch
+
+from spanfill.engine.denoise import (DenoiseConfig, commit_schedule, commit_threshold, commit_topk, denoise,
+                                     pick_tokens, truncate_after_eom)
+
+MASK, EOM, PAD, V = 1, 2, 0, 16
+
+
+def test_commit_schedule_spreads_the_span_over_the_steps():
+    assert commit_schedule(32, 4) == [8, 8, 8, 8]
+    assert commit_schedule(10, 4) == [3, 3, 2, 2]
+    assert commit_schedule(4, 8) == [1, 1, 1, 1]       # never more steps than positions
+    assert sum(commit_schedule(64, 3)) == 64
+
+
+def test_commit_topk_only_commits_masked_positions():
+    conf = torch.tensor([[0.9, 0.1, 0.8, 0.7]])
+    masked = torch.tensor([[False, True, True, True]])
+    assert commit_topk(conf, masked, 2).tolist() == [[False, False, True, True]]
+
+
+def test_commit_threshold_takes_all_above_tau_or_the_best_one():
+    conf = torch.tensor([[0.95, 0.2, 0.99, 0.5], [0.1, 0.3, 0.2, 0.05]])
+    masked = torch.ones(2, 4, dtype=torch.bool)
+    assert commit_threshold(conf, masked, 0.9).tolist() == [[True, False, True, False], [False, True, False, False]]
+
+
+def test_truncate_after_eom():
+    span = torch.tensor([[5, EOM, MASK, MASK], [5, 6, 7, MASK]])
+    masked = torch.tensor([[False, False, True, True], [False, False, False, True]])
+    truncate_after_eom(span, masked, EOM, PAD)
+    assert span.tolist() == [[5, EOM, PAD, PAD], [5, 6, 7, MASK]]
+    assert masked.tolist() == [[False, False, False, False], [False, False, False, True]]
+
+
+def test_pick_tokens_greedy_and_top_p():
+    logits = torch.tensor([[0.0, 5.0, 1.0]])
+    conf, tok = pick_tokens(logits)
+    assert tok.item() == 1 and abs(conf.item() - torch.softmax(logits, -1)[0, 1].item()) < 1e-6
+    g = torch.Generator().manual_seed(0)
+    samples = {pick_tokens(logits, 1.0, 0.5, g)[1].item() for _ in range(50)}
+    assert samples == {1}                               # nucleus of 0.5 holds only the top token
+
+
+class Scripted:
+    """Position i proposes script[i] with confidence falling with i, so commits go left to right."""
+    def __init__(self, script):
+        self.script = torch.tensor(script)
+        self.embed = types.SimpleNamespace(weight=torch.zeros(1))
+        self.calls = 0
+
+    def span_step(self, span, context_len, kv):
+        self.calls += 1
+        n, L = span.shape
+        return torch.arange(L, dtype=torch.float32).expand(n, L)[..., None]
+
+    def logits(self, h):
+        pos = h[..., 0].long()
+        out = torch.full((*pos.shape, V), -10.0)
+        out.scatter_(-1, self.script[pos][..., None], 10.0 - pos[..., None].float())
+        return out
+
+
+def test_denoise_stops_once_eom_leaves_nothing_masked():
+    model = Scripted([5, 6, EOM, 7, 7, 7, 7, 7])
+    out = denoise(model, None, 0, 1, DenoiseConfig(8, 4), MASK, EOM, PAD)
+    assert out.span.tolist() == [[5, 6, EOM, PAD, PAD, PAD, PAD, PAD]]
+    assert out.steps_run == model.calls == 2   # step 1 commits 0-1, step 2 commits 2 (<|eom|>) and 3 drops out
+
+
+def test_denoise_fixed_schedule_without_eom_runs_all_steps():
+    model = Scripted([5] * 8)
+    out = denoise(model, None, 0, 2, DenoiseConfig(8, 4), MASK, EOM, PAD)
+    assert out.steps_run == 4 and out.span.tolist() == [[5] * 8] * 2
+
+
+def test_deadline_makes_the_next_step_the_last():
+    model = Scripted([5] * 8)
+    out = denoise(model, None, 0, 1, DenoiseConfig(8, 4), MASK, EOM, PAD, deadline=0.0)
+    assert out.deadline_hit and out.steps_run == 1 and out.span.tolist() == [[5] * 8]   # nothing left masked

@@ -1,0 +1,138 @@
+"""Engine behaviour on a tiny random-weight model: caching, schedule, <|eom|>, sampling, deadline, AR."""
+import pytest
+import torch
+
+from spanfill.engine import CancelledError, CompletionRequest
+from spanfill.engine.testing import SAMPLE_PREFIX as PREFIX, SAMPLE_SUFFIX as SUFFIX
+
+
+def suppress(engine, *token_ids):
+    """Make the model never propose the given tokens (e.g. <|eom|>), so spans cannot end early."""
+    original = engine.model.logits
+
+    def logits(h):
+        out = original(h)
+        out[..., list(token_ids)] = float("-inf")
+        return out
+    engine.model.logits = logits
+
+
+def count_span_steps(engine):
+    calls = []
+    original = engine.model.span_step
+    engine.model.span_step = lambda *a, **k: calls.append(1) or original(*a, **k)
+    return calls
+
+
+def test_typing_one_character_reencodes_only_the_tail(engine):
+    first = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX))
+    assert first.reused_tokens == 0 and first.encoded_tokens == first.context_tokens
+    second = engine.complete(CompletionRequest(prefix=PREFIX + " ", suffix=SUFFIX))
+    assert second.reused_tokens >= second.context_tokens - 3
+    assert second.encoded_tokens == second.context_tokens - second.reused_tokens
+    assert second.encoded_tokens <= 3
+    same = engine.complete(CompletionRequest(prefix=PREFIX + " ", suffix=SUFFIX))
+    assert same.encoded_tokens == 0
+
+
+@pytest.mark.parametrize("steps", [1, 2, 4, 8])
+def test_fixed_schedule_runs_exactly_T_forward_passes(engine, steps):
+    sp = engine.tokenizer.special
+    suppress(engine, sp.eom, sp.pad)
+    calls = count_span_steps(engine)
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, span_length=16, steps=steps))
+    assert len(calls) == steps == result.steps_run
+
+
+def test_threshold_rule_commits_at_least_one_per_step_and_stops_at_T(engine):
+    sp = engine.tokenizer.special
+    suppress(engine, sp.eom, sp.pad)
+    calls = count_span_steps(engine)
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, span_length=16, steps=16,
+                                               rule="threshold", threshold=1.01))  # nothing clears tau
+    assert len(calls) == 16 == result.steps_run   # exactly one commit per step
+    calls.clear()
+    engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, span_length=16, steps=16,
+                                      rule="threshold", threshold=-1.0))          # everything clears it
+    assert len(calls) == 1
+
+
+def test_eom_ends_the_completion(engine):
+    tok = engine.tokenizer
+    engine.model.logits = lambda h: torch.nn.functional.one_hot(
+        torch.full(h.shape[:-1], tok.special.eom), engine.model.cfg.vocab_size).float()
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, span_length=16, steps=4))
+    assert result.texts == [""] and result.finished == [True]
+
+
+def test_seeded_sampling_is_reproducible_and_seed_dependent(engine):
+    req = dict(prefix=PREFIX, suffix=SUFFIX, temperature=1.0, top_p=0.95, n=4)
+    a = engine.complete(CompletionRequest(**req, seed=7)).texts
+    b = engine.complete(CompletionRequest(**req, seed=7)).texts
+    c = engine.complete(CompletionRequest(**req, seed=8)).texts
+    assert a == b
+    assert a != c
+
+
+def test_n_candidates_in_one_batch(engine):
+    calls = count_span_steps(engine)
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=3, temperature=1.0, seed=1, steps=2))
+    assert len(result.texts) == 3 == len(result.finished)
+    assert len(calls) == result.steps_run <= 2   # candidates share each forward pass
+    assert len(set(result.texts)) > 1
+
+
+def test_deadline_commits_everything_left_in_one_final_step(engine):
+    sp = engine.tokenizer.special
+    suppress(engine, sp.eom, sp.pad)
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, span_length=16, steps=8, deadline_ms=0))
+    assert result.deadline_hit and result.steps_run == 1 and result.finished == [False]
+
+
+def test_cancelled_request(engine):
+    with pytest.raises(CancelledError):
+        engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, cancelled=lambda: True))
+    suppress(engine, engine.tokenizer.special.eom, engine.tokenizer.special.pad)
+    polls = []
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, steps=4,
+                                               cancelled=lambda: polls.append(1) or len(polls) > 2))
+    assert result.cancelled and result.texts == [""] and result.steps_run == 1   # polls: at entry, before step 1, before step 2
+
+
+def test_ar_mode_matches_a_reference_loop(engine):
+    """AR decoding through the KV cache == recomputing the whole causal sequence for every token."""
+    from spanfill.engine.prompt import context_ids
+    tok, model = engine.tokenizer, engine.model
+    ids = context_ids(tok, PREFIX, SUFFIX, budget=engine.budget).ids
+    L = 12
+    sp = tok.special
+    banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+    reference = []
+    with torch.inference_mode():
+        for _ in range(L):
+            seq = torch.tensor([ids + reference])
+            S = seq.shape[1]
+            mask = torch.ones(S, S, dtype=torch.bool).tril()[None, None]
+            logits = model.forward_train(seq, torch.arange(S)[None], mask)[0, -1]
+            logits[banned] = float("-inf")   # control tokens never appear inside a middle
+            nxt = int(logits.argmax())
+            reference.append(nxt)
+            if nxt == tok.special.eom:
+                break
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, mode="ar", span_length=L))
+    end = reference.index(tok.special.eom) if tok.special.eom in reference else len(reference)
+    expected = tok.decode(t for t in reference[:end] if t not in (tok.special.pad, tok.special.mask))
+    assert result.texts == [expected]
+    assert result.steps_run == len(reference)
+
+
+@pytest.mark.parametrize("bad", [dict(span_length=0), dict(steps=0), dict(n=0), dict(mode="beam"),
+                                 dict(rule="greedy"), dict(top_p=0.0), dict(temperature=-1.0)])
+def test_invalid_requests_get_clear_errors(engine, bad):
+    with pytest.raises(ValueError, match="="):
+        engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, **bad))
+
+
+def test_huge_document_is_windowed(engine):
+    result = engine.complete(CompletionRequest(prefix="x = 1\n" * 200_000 + "y = ", suffix="\n" + "z = 2\n" * 100_000))
+    assert result.context_tokens <= engine.model.cfg.max_context_tokens + 8
