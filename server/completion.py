@@ -1,0 +1,162 @@
+"""The completion pipeline for one request, as named stages (llm-ls style):
+
+    locate the cursor -> typing-through cache -> debounce -> context windows -> engine (worker)
+    -> post-processing -> items
+
+`suggest` returns editor-ready texts and the range they replace, or None; the two LSP shapes
+(`InlineCompletionList`, and `CompletionItem`s for clients without inline completion) are built
+from that answer by `inline_items` and `completion_items`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from lsprotocol import types
+
+from spanfill.engine import CompletionRequest
+
+from .cache import Suggestion
+from .documents import LINE_BREAK, Document, PositionError
+from .postprocess import Cursor, finish, to_lf
+from .scheduler import EngineUnavailable
+from .session import Session
+
+log = logging.getLogger(__name__)
+
+SAMPLING_TEMPERATURE = 0.6     # several candidates only differ when sampled
+SAMPLING_TOP_P = 0.95
+
+
+@dataclass(frozen=True)
+class Query:
+    uri: str
+    position: types.Position
+    candidates: int                                   # 1 for automatic triggers
+    debounce: bool                                    # automatic triggers wait for the next keystroke
+    selected: types.SelectedCompletionInfo | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    texts: list[str]              # insert texts, best first
+    range: types.Range            # what each text replaces (empty at the cursor, or the popup entry)
+    ids: list[str]                # one per text, for accept/reject feedback
+    from_cache: bool
+
+
+def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int]:
+    """The document as the model should see it, and the cursor offset in it. With a popup entry
+    selected, the entry's text is spliced in so candidates extend it."""
+    sel = query.selected
+    if sel is None:
+        return doc, doc.offset_at(query.position, encoding)
+    start = doc.offset_at(sel.range.start, encoding)
+    end = max(start, doc.offset_at(sel.range.end, encoding))
+    text = doc.text[:start] + sel.text + doc.text[end:]
+    return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text)
+
+
+def _request(session: Session, prefix: str, suffix: str, snippets, n: int) -> CompletionRequest:
+    s = session.settings
+    sampled = n > 1
+    return CompletionRequest(prefix=to_lf(prefix), suffix=to_lf(suffix), snippets=snippets,
+                             span_length=s.span_length, steps=s.steps, rule=s.rule, threshold=s.threshold,
+                             n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,
+                             top_p=SAMPLING_TOP_P if sampled else 1.0, seed=0, cut=False)
+
+
+def _unique(texts) -> list[str]:
+    return list(dict.fromkeys(t for t in texts if t))
+
+
+async def suggest(session: Session, query: Query) -> Answer | None:
+    started = time.perf_counter()
+    stats = session.stats
+    stats.requests += 1
+    doc = session.documents.get(query.uri)
+    if doc is None:
+        log.warning("completion requested for %s, which is not open; send didOpen first", query.uri)
+        return None
+    if not session.settings.enabled_for(doc.language_id):
+        return None
+    encoding = session.documents.encoding
+    try:
+        view, offset = _view(doc, query, encoding)
+    except PositionError as err:
+        log.warning("completion request ignored: %s", err)
+        return None
+    replace = query.selected.range if query.selected else types.Range(
+        doc.position_at(offset, encoding), doc.position_at(offset, encoding))
+    eol = (m.group() if (m := LINE_BREAK.search(doc.text)) else "\n")
+
+    def answer(texts: list[str], from_cache: bool) -> Answer:
+        stats.latency_ms.append((time.perf_counter() - started) * 1e3)
+        head = query.selected.text if query.selected else ""
+        texts = [head + t for t in texts[:query.candidates]]
+        return Answer(texts, replace, [stats.issue_id() for _ in texts], from_cache)
+
+    ticket = session.scheduler.begin(query.uri)
+    try:
+        cached = session.cache.lookup(query.uri, view.text, offset)
+        if cached is not None:
+            stats.cache_hits += 1
+            return answer(cached, from_cache=True)
+        if query.debounce and session.settings.debounce_ms:
+            await asyncio.sleep(session.settings.debounce_ms / 1e3)
+        if ticket.cancelled():
+            stats.superseded += 1
+            return None
+        try:
+            engine = await session.scheduler.ready_engine()
+        except EngineUnavailable as err:
+            log.warning("no completion: %s", err)
+            return None
+        ctx = session.context_builder(engine).build(view, offset, session.documents.recent_others(query.uri))
+        request = _request(session, ctx.prefix, ctx.suffix, ctx.snippets, query.candidates)
+        result = await session.scheduler.complete(ticket, request)
+        if result is not None:
+            stats.record_engine(result.context_tokens, result.reused_tokens, result.timings.total_ms)
+        if result is None or result.cancelled:
+            stats.superseded += 1
+            return None
+        cursor = Cursor(ctx.prefix, ctx.suffix)
+        texts = _unique(finish(raw, cursor) for raw in result.texts)
+        texts = [t.replace("\n", eol) for t in texts]
+        session.cache.store(query.uri, Suggestion(offset, len(view.text) - offset, ctx.prefix, ctx.suffix,
+                                                  tuple(texts)))
+        return answer(texts, from_cache=False)
+    except asyncio.CancelledError:
+        stats.cancelled += 1
+        raise
+    finally:
+        session.scheduler.end(ticket)
+
+
+def _accept_command(sid: str) -> types.Command:
+    return types.Command(title="spanfill: suggestion accepted", command="spanfill.accept", arguments=[sid])
+
+
+def inline_items(answer: Answer | None) -> types.InlineCompletionList:
+    if answer is None:
+        return types.InlineCompletionList(items=[])
+    return types.InlineCompletionList(items=[
+        types.InlineCompletionItem(insert_text=text, range=answer.range, command=_accept_command(sid))
+        for text, sid in zip(answer.texts, answer.ids)])
+
+
+def completion_items(answer: Answer | None) -> types.CompletionList:
+    """The fallback for clients without inline completion: the first line of each text."""
+    items = []
+    if answer is not None:
+        for text, sid in zip(answer.texts, answer.ids):
+            line = text.splitlines()[0] if text.strip() else ""
+            if not line.strip():
+                continue
+            items.append(types.CompletionItem(
+                label=line.strip(), kind=types.CompletionItemKind.Text, detail="spanfill", sort_text="0",
+                filter_text=line.strip(), insert_text_format=types.InsertTextFormat.PlainText,
+                text_edit=types.TextEdit(range=answer.range, new_text=line), command=_accept_command(sid)))
+    return types.CompletionList(is_incomplete=True, items=items)

@@ -1,0 +1,138 @@
+"""Open documents and LSP position encodings.
+
+The server keeps its own document store instead of pygls's: LSP lines end only at `\\n`, `\\r\\n`
+or `\\r` (Python's `splitlines` also splits on `\\x0c`, `\\u2028` and more), a `character` past
+the end of a line means the end of that line, and conversions must stay fast on a 5 MB single-line
+file, so columns are converted by encoding the line once in C rather than walking it in Python.
+
+Offsets are indices into the Python string (code points). Client columns are counted in UTF-16
+code units unless the client negotiated `utf-8` or `utf-32` (`general.positionEncodings`).
+"""
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from dataclasses import dataclass, field
+
+from lsprotocol import types
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
+                      types.PositionEncodingKind.Utf32)
+
+
+class PositionError(ValueError):
+    """A position names a line the document does not have."""
+
+
+def units_to_chars(line: str, units: int, encoding: str) -> int:
+    """Code points in the first `units` client code units of `line` (clamped to the line; a column
+    inside a multi-unit character rounds down to that character's start)."""
+    if units <= 0:
+        return 0
+    if encoding == UTF32 or line.isascii():
+        return min(units, len(line))
+    if encoding == UTF8:
+        return len(line.encode("utf-8", "surrogatepass")[:units].decode("utf-8", "ignore"))
+    return len(line.encode("utf-16-le", "surrogatepass")[:2 * units].decode("utf-16-le", "ignore"))
+
+
+def chars_to_units(line: str, chars: int, encoding: str) -> int:
+    head = line[:chars]
+    if encoding == UTF32 or head.isascii():
+        return len(head)
+    if encoding == UTF8:
+        return len(head.encode("utf-8", "surrogatepass"))
+    return len(head.encode("utf-16-le", "surrogatepass")) // 2
+
+
+@dataclass
+class Document:
+    uri: str
+    language_id: str
+    version: int
+    text: str
+    edited_at: float = field(default_factory=time.monotonic)
+    last_edit: int = 0                      # offset just after the most recent edit
+    _starts: list[int] | None = field(default=None, repr=False)
+
+    @property
+    def line_starts(self) -> list[int]:
+        if self._starts is None:
+            self._starts = [0] + [m.end() for m in LINE_BREAK.finditer(self.text)]
+        return self._starts
+
+    def line_of(self, offset: int) -> int:
+        return bisect.bisect_right(self.line_starts, offset) - 1
+
+    def line_start(self, line: int) -> int:
+        starts = self.line_starts
+        return starts[line] if line < len(starts) else len(self.text)
+
+    def line_text(self, line: int) -> str:
+        """The line without its line break."""
+        start = self.line_start(line)
+        end = self.line_start(line + 1)
+        return self.text[start:end].rstrip("\r\n") if end > start else ""
+
+    def offset_at(self, position: types.Position, encoding: str, *, clamp: bool = False) -> int:
+        """Offset of a client position. A line past the end raises PositionError unless `clamp`
+        (edits from a client that counts lines differently still land at the end of the text)."""
+        if position.line >= len(self.line_starts) or position.line < 0:
+            if clamp:
+                return len(self.text) if position.line >= 0 else 0
+            raise PositionError(f"line {position.line} is out of range: {self.uri} has "
+                                f"{len(self.line_starts)} lines")
+        line = self.line_text(position.line)
+        return self.line_start(position.line) + units_to_chars(line, position.character, encoding)
+
+    def position_at(self, offset: int, encoding: str) -> types.Position:
+        line = self.line_of(offset)
+        column = offset - self.line_start(line)
+        return types.Position(line=line, character=chars_to_units(self.line_text(line), column, encoding))
+
+    def apply_change(self, change: types.TextDocumentContentChangeEvent, encoding: str) -> None:
+        if isinstance(change, types.TextDocumentContentChangePartial):
+            start = self.offset_at(change.range.start, encoding, clamp=True)
+            end = max(start, self.offset_at(change.range.end, encoding, clamp=True))
+            self.text = self.text[:start] + change.text + self.text[end:]
+            self.last_edit = start + len(change.text)
+        else:
+            self.text = change.text
+            self.last_edit = len(change.text)
+        self._starts = None
+        self.edited_at = time.monotonic()
+
+
+class DocumentStore:
+    """The open documents of one session, in the position encoding negotiated at initialize."""
+
+    def __init__(self, encoding: str = UTF16):
+        self.encoding = encoding
+        self._docs: dict[str, Document] = {}
+
+    def open(self, item: types.TextDocumentItem) -> Document:
+        doc = Document(item.uri, item.language_id, item.version, item.text)
+        self._docs[item.uri] = doc
+        return doc
+
+    def change(self, params: types.DidChangeTextDocumentParams) -> Document | None:
+        doc = self._docs.get(params.text_document.uri)
+        if doc is None:
+            return None
+        for change in params.content_changes:
+            doc.apply_change(change, self.encoding)
+        doc.version = params.text_document.version
+        return doc
+
+    def close(self, uri: str) -> None:
+        self._docs.pop(uri, None)
+
+    def get(self, uri: str) -> Document | None:
+        return self._docs.get(uri)
+
+    def recent_others(self, uri: str) -> list[Document]:
+        """Open documents other than `uri`, most recently edited first."""
+        others = [d for u, d in self._docs.items() if u != uri]
+        return sorted(others, key=lambda d: d.edited_at, reverse=True)

@@ -1,0 +1,226 @@
+"""The language server: one module-level pygls server and thin handlers that delegate to the
+session (state), `completion` (the pipeline) and `settings` (validation).
+
+Protocol surface:
+  textDocument/inlineCompletion      ghost text; Invoked -> several candidates, Automatic -> one
+  textDocument/completion            fallback items (single line), only with completionFallback
+  spanfill/status (request)          model, device, dtype, cache hit rate, latency percentiles, ...
+  spanfill/accepted, spanfill/rejected (notifications, params {"id": ...})   feedback statistics
+  workspace/executeCommand spanfill.accept   what accepting an item runs (VS Code forwards it)
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+
+from lsprotocol import types
+from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
+
+from . import completion
+from .session import Session
+from .settings import SECTION, Settings, apply_settings
+
+log = logging.getLogger(__name__)
+
+STATUS = "spanfill/status"
+ACCEPTED = "spanfill/accepted"
+REJECTED = "spanfill/rejected"
+ACCEPT_COMMAND = "spanfill.accept"
+
+
+class SpanfillProtocol(LanguageServerProtocol):
+    """pygls's protocol minus its document store: the session keeps documents with LSP line
+    semantics and C-speed column conversion (documents.py), so pygls need not keep a second copy."""
+
+    def _user_handler_only(self, method: str, params):
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params):
+        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params):
+        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params):
+        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+
+class SpanfillServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("spanfill", "0.1.0", protocol_cls=SpanfillProtocol)
+        self.session = Session()
+        self._progress_ids = itertools.count(1)
+
+    def warn_user(self, message: str) -> None:
+        log.warning("%s", message)
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=message))
+
+    def update_settings(self, raw) -> Settings:
+        """Apply what the client sent; report and skip invalid values. Returns the previous settings."""
+        previous = self.session.settings
+        self.session.settings, problems = apply_settings(previous, raw)
+        for problem in problems:
+            self.warn_user(problem)
+        return previous
+
+    def _can(self, *path: str) -> bool:
+        node = self.client_capabilities
+        for name in path:
+            node = getattr(node, name, None)
+        return bool(node)
+
+    async def load_engine(self) -> None:
+        """Load the model named by the settings on the worker, with `$/progress` where the client
+        supports it. A model that fails to load is reported; the previous one keeps serving."""
+        settings = self.session.settings
+        name = settings.model or "the shipped model"
+        token = f"spanfill/load/{next(self._progress_ids)}" if self._can("window", "work_done_progress") else None
+        if token:
+            await self.work_done_progress.create_async(token)
+            self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                title="spanfill", message=f"loading {name} on {settings.device}"))
+        try:
+            engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype)
+            done = "model ready: {model} ({device}, {dtype}, {params:,} parameters)".format(**engine.info)
+            log.info("%s", done)
+        except Exception as err:
+            done = f"spanfill: could not load model {name}: {err}"
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=done))
+            log.error("%s", done)
+            if self.session.scheduler.engine is not None:   # keep serving with the model we have
+                old = self.session.scheduler.engine.info
+                self.session.settings = dataclasses.replace(self.session.settings, model=old["model"])
+        if token:
+            self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
+
+    async def enable_fallback(self, dynamic: bool) -> None:
+        """Serve textDocument/completion: advertised at initialize, or registered later if the
+        client allows dynamic registration."""
+        if types.TEXT_DOCUMENT_COMPLETION in self.protocol.fm.features:
+            return
+        self.feature(types.TEXT_DOCUMENT_COMPLETION)(on_completion)
+        if not dynamic:
+            return
+        if not self._can("text_document", "completion", "dynamic_registration"):
+            self.warn_user("spanfill: completionFallback takes effect after the editor restarts the server")
+            return
+        await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+            id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
+            register_options=types.CompletionRegistrationOptions(document_selector=None))]))
+
+
+server = SpanfillServer()
+
+
+@server.feature(types.INITIALIZE)
+async def on_initialize(ls: SpanfillServer, params: types.InitializeParams) -> None:
+    logging.getLogger("spanfill").addHandler(ClientLogHandler(ls, asyncio.get_running_loop()))
+    ls.session.documents.encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
+    ls.update_settings(params.initialization_options)
+    if ls.session.settings.completion_fallback:
+        await ls.enable_fallback(dynamic=False)
+
+
+@server.feature(types.INITIALIZED)
+async def on_initialized(ls: SpanfillServer, params: types.InitializedParams) -> None:
+    await ls.load_engine()
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurationParams) -> None:
+    raw = params.settings
+    if not raw and ls._can("workspace", "configuration"):   # pull-model clients send an empty change
+        raw = (await ls.workspace_configuration_async(types.ConfigurationParams(
+            items=[types.ConfigurationItem(section=SECTION)])))[0]
+    previous = ls.update_settings(raw)
+    if ls.session.settings.completion_fallback:
+        await ls.enable_fallback(dynamic=True)
+    if ls.session.settings.engine_key != previous.engine_key:
+        await ls.load_engine()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def on_open(ls: SpanfillServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.session.documents.open(params.text_document)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def on_change(ls: SpanfillServer, params: types.DidChangeTextDocumentParams) -> None:
+    if ls.session.documents.change(params) is None:
+        log.warning("didChange for %s, which is not open; ignored", params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def on_close(ls: SpanfillServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.session.forget(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+async def on_inline_completion(ls: SpanfillServer, params: types.InlineCompletionParams):
+    invoked = params.context.trigger_kind == types.InlineCompletionTriggerKind.Invoked
+    query = completion.Query(params.text_document.uri, params.position,
+                             candidates=ls.session.settings.candidates if invoked else 1,
+                             debounce=not invoked, selected=params.context.selected_completion_info)
+    return completion.inline_items(await completion.suggest(ls.session, query))
+
+
+async def on_completion(ls: SpanfillServer, params: types.CompletionParams):
+    if not ls.session.settings.completion_fallback:
+        return types.CompletionList(is_incomplete=False, items=[])
+    query = completion.Query(params.text_document.uri, params.position, candidates=1, debounce=True)
+    return completion.completion_items(await completion.suggest(ls.session, query))
+
+
+@server.feature(STATUS)
+def on_status(ls: SpanfillServer, params) -> dict:
+    return ls.session.status()
+
+
+def _feedback(ls: SpanfillServer, params, accepted: bool) -> None:
+    sid = getattr(params, "id", None)
+    if not isinstance(sid, str) or not ls.session.stats.feedback(sid, accepted):
+        log.warning("feedback for unknown suggestion id %r ignored", sid)
+
+
+@server.feature(ACCEPTED)
+def on_accepted(ls: SpanfillServer, params) -> None:
+    _feedback(ls, params, accepted=True)
+
+
+@server.feature(REJECTED)
+def on_rejected(ls: SpanfillServer, params) -> None:
+    _feedback(ls, params, accepted=False)
+
+
+@server.command(ACCEPT_COMMAND)
+def on_accept_command(ls: SpanfillServer, sid: str) -> None:
+    if not ls.session.stats.feedback(sid, accepted=True):
+        log.warning("accept for unknown suggestion id %r ignored", sid)
+
+
+@server.feature(types.SHUTDOWN)
+def on_shutdown(ls: SpanfillServer, params) -> None:
+    ls.session.scheduler.close()
+
+
+class ClientLogHandler(logging.Handler):
+    """Forward warnings to the client as window/logMessage, from any thread."""
+
+    LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}
+
+    def __init__(self, ls: SpanfillServer, loop: asyncio.AbstractEventLoop):
+        super().__init__(level=logging.WARNING)
+        self.ls, self.loop = ls, loop
+
+    def emit(self, record: logging.LogRecord) -> None:
+        kind = self.LEVELS[logging.ERROR if record.levelno >= logging.ERROR else logging.WARNING]
+        params = types.LogMessageParams(type=kind, message=self.format(record))
+        self.loop.call_soon_threadsafe(self.ls.window_log_message, params)

@@ -1,0 +1,191 @@
+"""Post-processing: turn the engine's raw middle into editor-ready insert text, or nothing.
+
+Each rule is one function over `(text, Cursor)`; `finish` applies them in order:
+
+1. line policy      single-line when the cursor has text after it on its line (or sits at the end
+                    of a line that opens no block); multi-line at an empty line or after a block
+                    opener (`:`, `{`, `(`, `[`, `=>`)
+2. suffix overlap   drop the tail that repeats the text right after the cursor
+3. brackets         never close a bracket that the suffix already closes
+4. indentation      no deeper than the block at an empty line, stop where a line leaves the
+                    block, and the document's tabs-or-spaces style
+5. rejection        nothing rather than whitespace or a copy of the lines that follow
+
+All text here uses `\\n`; the caller converts to the document's line ending at the very end.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
+BLOCK_OPENERS = (":", "{", "(", "[", "=>")
+QUOTES = "\"'`"
+INDENT_UNIT = 4
+OVERLAP_SCAN = 512            # longest repeated tail looked for, in characters
+
+
+@dataclass(frozen=True)
+class Cursor:
+    before: str               # text before the cursor, from a line start (the prefix window)
+    after: str                # text after the cursor (the suffix window)
+
+    @property
+    def line_before(self) -> str:
+        return self.before.rsplit("\n", 1)[-1]
+
+    @property
+    def line_after(self) -> str:
+        return self.after.split("\n", 1)[0]
+
+    @property
+    def lines_below(self) -> list[str]:
+        return self.after.split("\n")[1:]
+
+
+def to_lf(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def indent_of(line: str) -> str:
+    return line[:len(line) - len(line.lstrip(" \t"))]
+
+
+def width(indent: str) -> int:
+    return len(indent.expandtabs(INDENT_UNIT))
+
+
+def wants_multiline(cur: Cursor) -> bool:
+    if cur.line_after.strip():
+        return False
+    head = cur.line_before.rstrip()
+    return not head.strip() or head.endswith(BLOCK_OPENERS)
+
+
+def apply_line_policy(text: str, cur: Cursor) -> str:
+    return text if wants_multiline(cur) else text.split("\n", 1)[0]
+
+
+def trim_suffix_overlap(text: str, cur: Cursor) -> str:
+    """`foo(|)` + `a, b)` -> `a, b`: drop the longest tail of `text` that the suffix starts with."""
+    for k in range(min(len(text), len(cur.after), OVERLAP_SCAN), 0, -1):
+        if text.endswith(cur.after[:k]):
+            return text[:-k]
+    return text
+
+
+def _brackets(text: str):
+    """Yield (index, char) for brackets outside single-line string literals."""
+    quote = None
+    escaped = False
+    for i, ch in enumerate(text):
+        if quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote or ch == "\n":
+                quote = None
+        elif ch in QUOTES:
+            quote = ch
+        elif ch in OPENERS or ch in CLOSERS:
+            yield i, ch
+
+
+def unmatched_closers(text: str) -> list[tuple[int, str]]:
+    stack: list[str] = []
+    unmatched = []
+    for i, ch in _brackets(text):
+        if ch in OPENERS:
+            stack.append(ch)
+        elif stack and stack[-1] == CLOSERS[ch]:
+            stack.pop()
+        else:
+            unmatched.append((i, ch))
+    return unmatched
+
+
+def drop_closed_brackets(text: str, cur: Cursor) -> str:
+    """Cut the completion at its first bracket that closes something opened before the cursor
+    when the suffix (rest of the line and the next line) closes that same bracket."""
+    nearby = "\n".join(cur.after.split("\n")[:2])
+    pending = [ch for _, ch in unmatched_closers(nearby)]
+    if not pending:
+        return text
+    closers = unmatched_closers(text)
+    if closers and closers[0][1] == pending[0]:
+        return text[:closers[0][0]].rstrip()
+    return text
+
+
+def _block_indent(cur: Cursor) -> int:
+    """Indentation width that a line typed at the cursor belongs to."""
+    line = cur.line_before
+    if line.strip():
+        return width(indent_of(line)) + (INDENT_UNIT if line.rstrip().endswith(BLOCK_OPENERS) else 0)
+    for above in reversed(cur.before.split("\n")[:-1]):
+        if above.strip():
+            opener = above.rstrip().endswith(BLOCK_OPENERS)
+            return max(width(line), width(indent_of(above)) + (INDENT_UNIT if opener else 0))
+    return width(line)
+
+
+def keep_block_indentation(text: str, cur: Cursor) -> str:
+    lines = text.split("\n")
+    if not cur.line_before.strip():
+        # the user already typed indentation: drop what the model adds beyond the block's
+        excess = width(cur.line_before) + width(indent_of(lines[0])) - _block_indent(cur)
+        if excess > 0:
+            lead = indent_of(lines[0])
+            lines[0] = lead.expandtabs(INDENT_UNIT)[min(excess, width(lead)):] + lines[0][len(lead):]
+    floor = width(indent_of(cur.line_before + lines[0])) if not cur.line_before.strip() \
+        else width(indent_of(cur.line_before))
+    for i in range(1, len(lines)):
+        if lines[i].strip() and width(indent_of(lines[i])) < floor:
+            lines = lines[:i]
+            break
+    return "\n".join(match_indent_style(line, cur) for line in lines)
+
+
+def uses_tabs(cur: Cursor) -> bool:
+    for line in reversed(cur.before.split("\n")):
+        if line[:1] in ("\t", " "):
+            return line[0] == "\t"
+    return False
+
+
+def match_indent_style(line: str, cur: Cursor) -> str:
+    lead = indent_of(line)
+    if not lead:
+        return line
+    if uses_tabs(cur):
+        tabs, spaces = divmod(width(lead), INDENT_UNIT)
+        return "\t" * tabs + " " * spaces + line[len(lead):]
+    return lead.expandtabs(INDENT_UNIT) + line[len(lead):]
+
+
+def repeats_following_lines(text: str, cur: Cursor) -> bool:
+    """The completed line(s) are a copy of the non-blank lines right below the cursor line."""
+    lines = (cur.line_before + text + cur.line_after).split("\n")
+    if len(lines) > 1 and not text.split("\n", 1)[0].strip():
+        lines = lines[1:]    # the cursor line itself is unchanged: compare only the new lines
+    typed = [line.strip() for line in lines if line.strip()]
+    below = [line.strip() for line in cur.lines_below if line.strip()]
+    return bool(typed) and typed == below[:len(typed)]
+
+
+def finish(raw: str, cur: Cursor) -> str | None:
+    """The insert text for one raw engine candidate, or None when nothing is worth showing."""
+    cur = Cursor(to_lf(cur.before), to_lf(cur.after))
+    text = apply_line_policy(to_lf(raw), cur)
+    text = trim_suffix_overlap(text, cur)
+    text = drop_closed_brackets(text, cur)
+    if "\n" in text or not cur.line_before.strip():
+        text = keep_block_indentation(text, cur)
+    text = re.sub(r"[ \t]+(?=\n)", "", text)
+    if not cur.line_after.strip():
+        text = text.rstrip()
+    if not text.strip() or repeats_following_lines(text, cur):
+        return None
+    return text

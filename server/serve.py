@@ -1,0 +1,71 @@
+"""`spanfill serve`: run the language server over stdio (what editors start) or TCP.
+
+    spanfill serve                              stdio, the shipped model
+    spanfill serve --tcp 127.0.0.1:2087         TCP, for attaching a client by hand
+    spanfill serve --model DIR --log-file spanfill.log --log-level debug
+
+stdout carries the protocol and nothing else: before serving stdio, file descriptor 1 is moved
+aside for the protocol and pointed at stderr, so a stray print (ours, or a library's, even from C)
+lands in the log instead of corrupting the stream. Settings sent by the editor in
+`initializationOptions` override --model/--device.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from .settings import apply_settings
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="spanfill serve", description="spanfill language server")
+    parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    parser.add_argument("--model", help="model directory (default: the shipped model)")
+    parser.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    parser.add_argument("--log-file", help="write logs here instead of stderr")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    args = parser.parse_args(argv)
+    if args.tcp:
+        host, _, port = args.tcp.rpartition(":")
+        if not host or not port.isdigit():
+            parser.error(f"--tcp {args.tcp!r} is not HOST:PORT, e.g. 127.0.0.1:2087")
+        args.host, args.port = host, int(port)
+    return args
+
+
+def configure_logging(log_file: str | None, level: str) -> None:
+    handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)                       # libraries: warnings only
+    logging.getLogger("spanfill").setLevel(level.upper())
+
+
+def protocol_stdout():
+    """A binary stream on the original stdout; fd 1 (and sys.stdout) now go to stderr."""
+    sys.stdout.flush()
+    stream = os.fdopen(os.dup(1), "wb")    # buffered: a raw pipe write may be partial
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return stream
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    configure_logging(args.log_file, args.log_level)
+    from .lsp import server   # imports torch: after logging is set up
+
+    cli = {k: v for k, v in (("model", args.model), ("device", args.device)) if v is not None}
+    settings, problems = apply_settings(server.session.settings, cli)
+    if problems:
+        sys.stderr.write("\n".join(problems) + "\n")
+        return 2
+    server.session.settings = settings
+    if args.tcp:
+        server.start_tcp(args.host, args.port)
+    else:
+        server.start_io(sys.stdin.buffer, protocol_stdout())
+    return 0

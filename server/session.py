@@ -1,0 +1,66 @@
+"""Per-connection state: settings, open documents, the scheduler (and its engine), the
+typing-through cache, the context builder and statistics. Plain Python, no pygls, so the
+completion pipeline can be driven without a client."""
+from __future__ import annotations
+
+import dataclasses
+
+from spanfill.engine import Engine
+from spanfill.engine.prompt import Budget
+
+from .cache import TypingCache
+from .context import ContextBuilder
+from .documents import DocumentStore
+from .scheduler import Scheduler
+from .settings import Settings
+from .stats import Stats
+
+
+def scaled_budget(total_tokens: int) -> Budget:
+    """The engine's trained split of the context budget (prefix/suffix/snippets), scaled to a total."""
+    default = Budget()
+    scale = total_tokens / default.total
+    return Budget(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
+                  int(default.snippet_tokens * scale))
+
+
+class Session:
+    def __init__(self, settings: Settings = Settings()):
+        self.settings = settings
+        self.documents = DocumentStore()
+        self.scheduler = Scheduler()
+        self.cache = TypingCache()
+        self.stats = Stats()
+        self._builder: tuple[tuple, ContextBuilder] | None = None
+
+    def context_builder(self, engine: Engine) -> ContextBuilder:
+        """One builder per (engine, budget settings), so window hysteresis survives between requests."""
+        key = (id(engine), self.settings.max_context_tokens, self.settings.snippet_files)
+        if self._builder is None or self._builder[0] != key:
+            model_total = engine.info["max_context_tokens"]
+            mine = scaled_budget(self.settings.max_context_tokens or model_total)
+            snippet_tokens = scaled_budget(model_total).snippet_tokens   # the engine cuts snippets to this
+            self._builder = key, ContextBuilder(engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens,
+                                                snippet_tokens, self.settings.snippet_files)
+        return self._builder[1]
+
+    def forget(self, uri: str) -> None:
+        self.documents.close(uri)
+        self.cache.forget(uri)
+        if self._builder is not None:
+            self._builder[1].forget(uri)
+
+    def status(self) -> dict:
+        engine = self.scheduler.engine
+        info = engine.info if engine else {}
+        return {
+            "state": self.scheduler.state,
+            "error": self.scheduler.error,
+            "model": info.get("model"),
+            "device": info.get("device"),
+            "dtype": info.get("dtype"),
+            "params": info.get("params"),
+            **self.stats.snapshot(),
+            "engine_cache": engine.cache_stats if engine else None,
+            "settings": dataclasses.asdict(self.settings),
+        }

@@ -1,0 +1,140 @@
+"""Server settings: one frozen dataclass with defaults, and validation of what editors send.
+
+Editors send settings in `initializationOptions` and `workspace/didChangeConfiguration`, either flat
+or under a `"spanfill"` section, with camelCase (`spanLength`) or snake_case (`span_length`) keys.
+`apply_settings` returns the new settings plus one message per rejected value; a rejected value
+leaves the previous one in place, so a typo never takes the server down.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+SECTION = "spanfill"
+RULES = ("fixed", "threshold")
+DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
+DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str | None = None                 # checkpoint directory; None = the shipped model
+    device: str = "auto"
+    dtype: str = "auto"
+    span_length: int | None = None           # tokens per denoised span; None = the model's default
+    steps: int | None = None                 # denoising steps per span; None = the model's default
+    rule: str = "fixed"                      # commit rule: fixed schedule or confidence threshold
+    threshold: float = 0.9                   # confidence for rule="threshold"
+    debounce_ms: int = 40                    # wait this long for a newer keystroke before computing
+    max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget
+    candidates: int = 3                      # items for an explicitly invoked request (cycling)
+    snippet_files: int = 3                   # other open documents offered as <|file|> context
+    completion_fallback: bool = False        # also answer textDocument/completion
+    enable: Mapping[str, bool] = field(default_factory=lambda: {"*": True})  # per languageId
+
+    def enabled_for(self, language_id: str) -> bool:
+        return bool(self.enable.get(language_id, self.enable.get("*", True)))
+
+    @property
+    def engine_key(self) -> tuple[str | None, str, str]:
+        """The settings that need the model reloaded when they change."""
+        return self.model, self.device, self.dtype
+
+
+def _int_in(lo: int, hi: int, optional: bool = False) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ValueError(f"expected an integer from {lo} to {hi}" + (" or null" if optional else ""))
+        return value
+    return check
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return value
+    return check
+
+
+def _model(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("expected a path to a model directory, or null for the shipped model")
+    return value
+
+
+def _device(value: Any) -> str:
+    if not isinstance(value, str) or not DEVICES.match(value):
+        raise ValueError("expected auto, cpu, cuda, cuda:N or mps")
+    return value
+
+
+def _threshold(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 < value <= 1.0:
+        raise ValueError("expected a number in (0, 1]")
+    return float(value)
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError("expected true or false")
+    return value
+
+
+def _enable(value: Any) -> dict[str, bool]:
+    if isinstance(value, bool):
+        return {"*": value}
+    if not isinstance(value, Mapping) or not all(isinstance(v, bool) for v in value.values()):
+        raise ValueError('expected true/false or a map from languageId to true/false, e.g. {"*": true, "markdown": false}')
+    return dict(value)
+
+
+VALIDATORS: dict[str, Callable[[Any], Any]] = {
+    "model": _model,
+    "device": _device,
+    "dtype": _one_of(DTYPES),
+    "span_length": _int_in(4, 512, optional=True),
+    "steps": _int_in(1, 128, optional=True),
+    "rule": _one_of(RULES),
+    "threshold": _threshold,
+    "debounce_ms": _int_in(0, 2000),
+    "max_context_tokens": _int_in(64, 8192, optional=True),
+    "candidates": _int_in(1, 8),
+    "snippet_files": _int_in(0, 16),
+    "completion_fallback": _bool,
+    "enable": _enable,
+}
+
+
+def _snake(key: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+
+
+def _section(raw: Any) -> Mapping[str, Any]:
+    if isinstance(raw, Mapping) and isinstance(raw.get(SECTION), Mapping):
+        return raw[SECTION]
+    return raw if isinstance(raw, Mapping) else {}
+
+
+def apply_settings(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
+    """Merge `raw` into `current`; returns the new settings and a message for every ignored value."""
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in _section(raw).items():
+        name = _snake(key)
+        check = VALIDATORS.get(name)
+        if check is None:
+            problems.append(f"spanfill: unknown setting {key!r} ignored; known settings: "
+                            f"{', '.join(sorted(VALIDATORS))}")
+            continue
+        try:
+            changes[name] = check(value)
+        except ValueError as err:
+            problems.append(f"spanfill: setting {key}={value!r} ignored: {err}")
+    return dataclasses.replace(current, **changes), problems

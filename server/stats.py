@@ -1,0 +1,86 @@
+"""Session statistics behind `spanfill/status`: latency percentiles, typing-through cache hit
+rate, context-token reuse, superseded/cancelled requests, accepted/rejected suggestions."""
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+WINDOW = 1000            # latencies kept for percentiles
+ISSUED = 4096            # suggestion ids remembered for accept/reject feedback
+
+
+def percentiles(samples: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:
+    """Nearest-rank percentiles, rounded to 0.1 ms; empty when there are no samples."""
+    if not samples:
+        return {}
+    ordered = sorted(samples)
+    out = {}
+    for q in qs:
+        rank = max(0, min(len(ordered) - 1, -(-q * len(ordered) // 100) - 1))
+        out[f"p{q}"] = round(ordered[rank], 1)
+    return out
+
+
+def _rate(part: int, whole: int) -> float | None:
+    return round(part / whole, 4) if whole else None
+
+
+@dataclass
+class Stats:
+    requests: int = 0             # completion requests received
+    cache_hits: int = 0           # answered by the typing-through cache
+    engine_calls: int = 0         # requests that reached Engine.complete
+    superseded: int = 0           # dropped because a newer request for the document arrived
+    cancelled: int = 0            # dropped on $/cancelRequest
+    errors: int = 0
+    context_tokens: int = 0       # over all engine calls
+    reused_tokens: int = 0        # context tokens served from the engine's KV cache
+    accepted: int = 0
+    rejected: int = 0
+    latency_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))     # answered requests
+    engine_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))      # Engine.complete only
+    _issued: OrderedDict = field(default_factory=OrderedDict)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
+
+    def issue_id(self) -> str:
+        """An id for one shown suggestion; the client echoes it when the user accepts or rejects it."""
+        sid = f"s{next(self._ids)}"
+        self._issued[sid] = None
+        if len(self._issued) > ISSUED:
+            self._issued.popitem(last=False)
+        return sid
+
+    def feedback(self, sid: str, accepted: bool) -> bool:
+        """Count a verdict once per issued id; False for an id this session never issued."""
+        if sid not in self._issued:
+            return False
+        del self._issued[sid]
+        if accepted:
+            self.accepted += 1
+        else:
+            self.rejected += 1
+        return True
+
+    def record_engine(self, context_tokens: int, reused_tokens: int, total_ms: float) -> None:
+        self.engine_calls += 1
+        self.context_tokens += context_tokens
+        self.reused_tokens += reused_tokens
+        self.engine_ms.append(total_ms)
+
+    def snapshot(self) -> dict:
+        return {
+            "requests": self.requests,
+            "cache_hits": self.cache_hits,
+            "cache_hit_rate": _rate(self.cache_hits, self.cache_hits + self.engine_calls),
+            "engine_calls": self.engine_calls,
+            "superseded": self.superseded,
+            "cancelled": self.cancelled,
+            "errors": self.errors,
+            "context_reuse_rate": _rate(self.reused_tokens, self.context_tokens),
+            "latency_ms": {"count": len(self.latency_ms), **percentiles(list(self.latency_ms))},
+            "engine_ms": {"count": len(self.engine_ms), **percentiles(list(self.engine_ms))},
+            "accepted": self.accepted,
+            "rejected": self.rejected,
+            "acceptance_rate": _rate(self.accepted, self.accepted + self.rejected),
+        }

@@ -1,0 +1,23 @@
+"""Shared fixtures: one CPU thread for torch (a training run may own the cores), a tiny
+random-weight checkpoint, and the shipped model where it exists."""
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+
+SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "engine" / "default_model"
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory) -> Path:
+    from spanfill.engine.testing import build_tiny_model
+    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="session")
+def shipped_model() -> Path:
+    if not (SHIPPED_MODEL / "model.safetensors").is_file():
+        pytest.skip(f"the shipped model is not in {SHIPPED_MODEL} yet")
+    return SHIPPED_MODEL
