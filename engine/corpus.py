@@ -1,7 +1,7 @@
 """Build the training corpus: Python files from user-named directories, cleaned, deduplicated and
 split into train / held-out *by file* before anything is trained.
 
-    spanfill data --out data/            # default sources: this interpreter's stdlib + site-packages
+    spanfill data --out data/ [DIR ...]   # default sources: this interpreter's stdlib + site-packages
 
 Filters: undecodable or binary files, generated code, minified code (very long lines), files too
 small or too large, and anything that looks like a published evaluation set (HumanEval, MBPP, ...).
@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 import sysconfig
 from dataclasses import dataclass, asdict
 from pathlib import Path
@@ -113,6 +112,3 @@ def build(out: Path, sources: list[Path] | None = None) -> dict:
     (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     return stats
 
-
-if __name__ == "__main__":
-    print(json.dumps(build(Path(sys.argv[1] if len(sys.argv) > 1 else "data")), indent=2))

@@ -23,3 +23,9 @@ def engine(tiny_dir):
 @pytest.fixture
 def model_and_tok(tiny_dir):
     return load_model(tiny_dir, dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
+def tiny_tok(tiny_dir):
+    from spanfill.engine.tokenizer import Tokenizer
+    return Tokenizer.from_file(tiny_dir / "tokenizer.json")

@@ -1,0 +1,36 @@
+"""`spanfill data`: build the training corpus (see corpus.py) and print per-split counts."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .corpus import build, default_sources, read_split
+from .tokenizer import Tokenizer
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="spanfill data", description=__doc__)
+    ap.add_argument("--out", type=Path, default=Path("data"))
+    ap.add_argument("sources", nargs="*", type=Path,
+                    help="directories to read *.py from (default: this interpreter's stdlib and site-packages)")
+    ap.add_argument("--count-tokens", type=Path, metavar="TOKENIZER_JSON",
+                    help="also count tokens per split with this tokenizer")
+    args = ap.parse_args(argv)
+    missing = [s for s in args.sources if not s.is_dir()]
+    if missing:
+        print(f"spanfill data: not a directory: {', '.join(map(str, missing))}", file=sys.stderr)
+        return 2
+    stats = build(args.out, args.sources or default_sources())
+    if args.count_tokens:
+        tok = Tokenizer.from_file(args.count_tokens)
+        for split, name in (("train", "train.jsonl"), ("held_out", "held_out.jsonl")):
+            stats[split]["tokens"] = sum(len(ids) for ids in tok.encode_batch([f.text for f in read_split(args.out / name)]))
+        (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
