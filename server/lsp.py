@@ -5,7 +5,8 @@ Protocol surface:
   textDocument/inlineCompletion      ghost text; Invoked -> several candidates, Automatic -> one
   textDocument/completion            fallback items (single line), only with completionFallback
   spanfill/status (request)          model, device, dtype, cache hit rate, latency percentiles, ...
-  spanfill/accepted, spanfill/rejected (notifications, params {"id": ...})   feedback statistics
+  spanfill/accepted, spanfill/rejected (notifications, params {"id": ...})   feedback statistics;
+                                     the id is `command.arguments[0]` of the item shown
   workspace/executeCommand spanfill.accept   what accepting an item runs (VS Code forwards it)
 """
 from __future__ import annotations
@@ -186,8 +187,8 @@ def on_status(ls: SpanfillServer, params) -> dict:
 
 def _feedback(ls: SpanfillServer, params, accepted: bool) -> None:
     sid = getattr(params, "id", None)
-    if not isinstance(sid, str) or not ls.session.stats.feedback(sid, accepted):
-        log.warning("feedback for unknown suggestion id %r ignored", sid)
+    if not ls.session.stats.feedback(sid if isinstance(sid, str) else None, accepted):
+        log.warning("feedback for unknown or already counted suggestion id %r ignored", sid)
 
 
 @server.feature(ACCEPTED)

@@ -3,8 +3,6 @@ typing-through cache, the context builder and statistics. Plain Python, no pygls
 completion pipeline can be driven without a client."""
 from __future__ import annotations
 
-import dataclasses
-
 from spanfill.engine import Engine
 from spanfill.engine.prompt import Budget
 
@@ -12,7 +10,7 @@ from .cache import TypingCache
 from .context import ContextBuilder
 from .documents import DocumentStore
 from .scheduler import Scheduler
-from .settings import Settings
+from .settings import Settings, as_client_dict
 from .stats import Stats
 
 
@@ -61,6 +59,6 @@ class Session:
             "dtype": info.get("dtype"),
             "params": info.get("params"),
             **self.stats.snapshot(),
-            "engine_cache": engine.cache_stats if engine else None,
-            "settings": dataclasses.asdict(self.settings),
+            "engineCache": engine.cache_stats if engine else None,
+            "settings": as_client_dict(self.settings),
         }

@@ -99,7 +99,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "model": _model,
     "device": _device,
     "dtype": _one_of(DTYPES),
-    "span_length": _int_in(4, 512, optional=True),
+    "span_length": _int_in(4, 256, optional=True),
     "steps": _int_in(1, 128, optional=True),
     "rule": _one_of(RULES),
     "threshold": _threshold,
@@ -110,6 +110,15 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "completion_fallback": _bool,
     "enable": _enable,
 }
+
+
+def as_client_dict(settings: Settings) -> dict[str, Any]:
+    """The settings with the camelCase keys editors use (for `spanfill/status`)."""
+    return {_camel(k): v for k, v in dataclasses.asdict(settings).items()}
+
+
+def _camel(name: str) -> str:
+    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
 
 
 def _snake(key: str) -> str:
@@ -131,7 +140,7 @@ def apply_settings(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
         check = VALIDATORS.get(name)
         if check is None:
             problems.append(f"spanfill: unknown setting {key!r} ignored; known settings: "
-                            f"{', '.join(sorted(VALIDATORS))}")
+                            f"{', '.join(sorted(map(_camel, VALIDATORS)))}")
             continue
         try:
             changes[name] = check(value)

@@ -10,7 +10,7 @@ WINDOW = 1000            # latencies kept for percentiles
 ISSUED = 4096            # suggestion ids remembered for accept/reject feedback
 
 
-def percentiles(samples: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dict[str, float]:
+def percentiles(samples: list[float], qs: tuple[int, ...] = (50, 90, 95, 99)) -> dict[str, float]:
     """Nearest-rank percentiles, rounded to 0.1 ms; empty when there are no samples."""
     if not samples:
         return {}
@@ -20,6 +20,13 @@ def percentiles(samples: list[float], qs: tuple[int, ...] = (50, 90, 99)) -> dic
         rank = max(0, min(len(ordered) - 1, -(-q * len(ordered) // 100) - 1))
         out[f"p{q}"] = round(ordered[rank], 1)
     return out
+
+
+def _summary(samples: deque) -> dict:
+    out: dict = {"count": len(samples)}
+    if samples:
+        out["last"] = round(samples[-1], 1)
+    return {**out, **percentiles(list(samples))}
 
 
 def _rate(part: int, whole: int) -> float | None:
@@ -51,11 +58,13 @@ class Stats:
             self._issued.popitem(last=False)
         return sid
 
-    def feedback(self, sid: str, accepted: bool) -> bool:
-        """Count a verdict once per issued id; False for an id this session never issued."""
-        if sid not in self._issued:
-            return False
-        del self._issued[sid]
+    def feedback(self, sid: str | None, accepted: bool) -> bool:
+        """Count a verdict. An id counts once; False for an id this session never issued (or
+        already counted). Clients that do not echo ids may send none: counted, not deduplicated."""
+        if sid is not None:
+            if sid not in self._issued:
+                return False
+            del self._issued[sid]
         if accepted:
             self.accepted += 1
         else:
@@ -69,18 +78,19 @@ class Stats:
         self.engine_ms.append(total_ms)
 
     def snapshot(self) -> dict:
+        """The statistics part of `spanfill/status` (camelCase, like the rest of LSP)."""
         return {
             "requests": self.requests,
-            "cache_hits": self.cache_hits,
-            "cache_hit_rate": _rate(self.cache_hits, self.cache_hits + self.engine_calls),
-            "engine_calls": self.engine_calls,
+            "cacheHits": self.cache_hits,
+            "cacheHitRate": _rate(self.cache_hits, self.cache_hits + self.engine_calls),
+            "engineCalls": self.engine_calls,
             "superseded": self.superseded,
             "cancelled": self.cancelled,
             "errors": self.errors,
-            "context_reuse_rate": _rate(self.reused_tokens, self.context_tokens),
-            "latency_ms": {"count": len(self.latency_ms), **percentiles(list(self.latency_ms))},
-            "engine_ms": {"count": len(self.engine_ms), **percentiles(list(self.engine_ms))},
+            "contextReuseRate": _rate(self.reused_tokens, self.context_tokens),
+            "latencyMs": _summary(self.latency_ms),
+            "engineMs": _summary(self.engine_ms),
             "accepted": self.accepted,
             "rejected": self.rejected,
-            "acceptance_rate": _rate(self.accepted, self.accepted + self.rejected),
+            "acceptanceRate": _rate(self.accepted, self.accepted + self.rejected),
         }

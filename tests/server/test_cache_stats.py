@@ -1,0 +1,66 @@
+"""Typing-through cache and session statistics."""
+from spanfill.server.cache import Suggestion, TypingCache
+from spanfill.server.stats import Stats, percentiles
+
+SOURCE = "def add(a, b):\n    \n\nprint(add(1, 2))\n"
+CURSOR = SOURCE.index("\n\nprint")
+URI = "file:///m.py"
+
+
+def cache_with(*texts) -> TypingCache:
+    cache = TypingCache()
+    cache.store(URI, Suggestion(CURSOR, len(SOURCE) - CURSOR, SOURCE[:CURSOR], SOURCE[CURSOR:], texts))
+    return cache
+
+
+def typed(chars: str) -> tuple[str, int]:
+    return SOURCE[:CURSOR] + chars + SOURCE[CURSOR:], CURSOR + len(chars)
+
+
+def test_same_position_returns_the_suggestion():
+    assert cache_with("return a + b").lookup(URI, SOURCE, CURSOR) == ["return a + b"]
+
+
+def test_typing_the_start_of_a_suggestion_returns_the_rest():
+    cache = cache_with("return a + b", "return b + a", "pass")
+    assert cache.lookup(URI, *typed("return a")) == [" + b"]
+    assert cache.lookup(URI, *typed("ret")) == ["urn a + b", "urn b + a"]
+
+
+def test_typing_something_else_misses():
+    assert cache_with("return a + b").lookup(URI, *typed("x")) is None
+
+
+def test_typing_the_whole_suggestion_is_a_hit_with_nothing_left():
+    assert cache_with("return a + b").lookup(URI, *typed("return a + b")) == []
+
+
+def test_edits_elsewhere_or_backspace_miss():
+    cache = cache_with("return a + b")
+    text, offset = typed("ret")
+    assert cache.lookup(URI, text.replace("print", "pprint"), offset) is None     # text after the cursor changed
+    assert cache.lookup(URI, text.replace("def add", "def sum"), offset) is None  # prefix window changed
+    assert cache.lookup(URI, SOURCE[:CURSOR - 1] + SOURCE[CURSOR:], CURSOR - 1) is None
+    assert cache.lookup("file:///other.py", text, offset) is None
+
+
+def test_percentiles_nearest_rank():
+    samples = list(range(1, 101))
+    assert percentiles(samples) == {"p50": 50, "p90": 90, "p95": 95, "p99": 99}
+    assert percentiles([]) == {}
+
+
+def test_snapshot_rates_and_feedback():
+    stats = Stats()
+    stats.cache_hits = 3
+    stats.record_engine(context_tokens=100, reused_tokens=80, total_ms=12.0)
+    a, b = stats.issue_id(), stats.issue_id()
+    assert stats.feedback(a, accepted=True)
+    assert not stats.feedback(a, accepted=True)          # counted once
+    assert not stats.feedback("s999", accepted=True)     # never issued
+    assert stats.feedback(b, accepted=False)
+    assert stats.feedback(None, accepted=True)           # clients that do not echo ids
+    snap = stats.snapshot()
+    assert snap["cacheHitRate"] == 0.75 and snap["contextReuseRate"] == 0.8
+    assert (snap["accepted"], snap["rejected"], snap["acceptanceRate"]) == (2, 1, 0.6667)
+    assert snap["engineMs"] == {"count": 1, "last": 12.0, "p50": 12.0, "p90": 12.0, "p95": 12.0, "p99": 12.0}

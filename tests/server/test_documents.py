@@ -1,0 +1,94 @@
+"""Documents: LSP line semantics and UTF-16/UTF-8/UTF-32 columns with tabs, CRLF and astral
+characters; incremental edits; out-of-range positions."""
+import time
+
+import pytest
+from lsprotocol import types
+
+from spanfill.server.documents import (UTF8, UTF16, UTF32, Document, DocumentStore, PositionError,
+                                       chars_to_units, units_to_chars)
+
+P = types.Position
+
+
+def doc(text: str) -> Document:
+    return Document("file:///t.py", "python", 1, text)
+
+
+@pytest.mark.parametrize("encoding,column", [(UTF16, 11), (UTF8, 13), (UTF32, 10)])
+def test_column_after_an_emoji(encoding, column):
+    d = doc('x = 1\nname = "😋" + s\n')
+    # the column just after the closing quote: 10 code points, the emoji is 2 UTF-16 units, 4 UTF-8 bytes
+    offset = d.offset_at(P(1, column), encoding)
+    assert d.text[offset - 1] == '"' and d.text[offset:offset + 3] == " + "
+    assert d.position_at(offset, encoding) == P(1, column)
+
+
+def test_column_inside_a_surrogate_pair_rounds_down():
+    line = "a😋b"
+    assert units_to_chars(line, 2, UTF16) == 1          # between the two halves of the emoji
+    assert units_to_chars(line, 3, UTF16) == 2
+    assert chars_to_units(line, 2, UTF16) == 3
+
+
+def test_tabs_are_one_unit():
+    d = doc("def f():\n\treturn 1\n")
+    assert d.text[d.offset_at(P(1, 1), UTF16):].startswith("return")
+
+
+def test_crlf_and_lone_cr_end_lines_but_form_feed_does_not():
+    d = doc("a = 1\r\nb = 2\rc = 3\x0cd\n")
+    assert len(d.line_starts) == 4
+    assert d.line_text(0) == "a = 1" and d.line_text(1) == "b = 2" and d.line_text(2) == "c = 3\x0cd"
+    # a character past the end of a CRLF line means the end of the line, not into the "\r\n"
+    assert d.offset_at(P(0, 99), UTF16) == 5
+
+
+def test_line_past_the_end_is_an_error_unless_clamped():
+    d = doc("x = 1\n")
+    with pytest.raises(PositionError, match="line 5 is out of range"):
+        d.offset_at(P(5, 0), UTF16)
+    assert d.offset_at(P(5, 0), UTF16, clamp=True) == len(d.text)
+    assert d.offset_at(P(1, 0), UTF16) == len(d.text)     # the empty last line exists
+
+
+def test_incremental_changes_with_astral_characters_and_crlf():
+    store = DocumentStore(UTF16)
+    uri = "file:///e.py"
+    store.open(types.TextDocumentItem(uri, "python", 1, 's = "🎉"\r\nprint(s)\r\n'))
+
+    def change(version, start, end, text):
+        store.change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=version, uri=uri),
+            [types.TextDocumentContentChangePartial(range=types.Range(start, end), text=text)]))
+
+    change(2, P(0, 8), P(0, 8), "!")                    # after the emoji (2 units) and its quote
+    change(3, P(1, 6), P(1, 7), "s + s")
+    change(4, P(2, 0), P(2, 0), "x = 1\r\n")
+    d = store.get(uri)
+    assert d.text == 's = "🎉"!\r\nprint(s + s)\r\nx = 1\r\n'
+    assert d.version == 4 and d.last_edit == len(d.text)
+
+
+def test_full_change_replaces_text():
+    store = DocumentStore()
+    store.open(types.TextDocumentItem("file:///f", "python", 1, "old"))
+    store.change(types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(version=2, uri="file:///f"),
+                                                   [types.TextDocumentContentChangeWholeDocument(text="new")]))
+    assert store.get("file:///f").text == "new"
+
+
+def test_recent_others_are_most_recently_edited_first():
+    store = DocumentStore()
+    for name in "abc":
+        store.open(types.TextDocumentItem(f"file:///{name}", "python", 1, name))
+    store.get("file:///a").edited_at = time.monotonic() + 1
+    assert [d.uri for d in store.recent_others("file:///b")] == ["file:///a", "file:///c"]
+
+
+def test_five_megabyte_line_converts_fast():
+    d = doc("é" + "x" * 5_000_000)
+    t0 = time.perf_counter()
+    offset = d.offset_at(P(0, 4_000_000), UTF16)
+    assert d.position_at(offset, UTF16) == P(0, 4_000_000)
+    assert time.perf_counter() - t0 < 0.5

@@ -1,0 +1,122 @@
+"""Post-processing rules, one test group per rule, on realistic cursor positions."""
+from spanfill.server.postprocess import (Cursor, apply_line_policy, drop_closed_brackets, finish,
+                                         keep_block_indentation, repeats_following_lines,
+                                         trim_suffix_overlap, wants_multiline)
+
+
+def at(source: str) -> Cursor:
+    """A cursor where `source` has a `|`."""
+    before, after = source.split("|")
+    return Cursor(before, after)
+
+
+# -- line policy ---------------------------------------------------------------------------
+def test_mid_line_with_text_after_is_single_line():
+    cur = at("def area(r):\n    return math.pi * |r ** 2\n")
+    assert not wants_multiline(cur)
+    assert apply_line_policy("2 * \n    x = 1", cur) == "2 * "
+
+
+def test_empty_line_and_block_opener_are_multi_line():
+    assert wants_multiline(at("def area(r):\n    |\n"))
+    assert wants_multiline(at("def area(r):|\n\ndef other():\n"))
+    assert wants_multiline(at("config = {|\n"))
+    assert not wants_multiline(at("x = compute(a, b)|\n"))      # end of a plain statement
+
+
+def test_end_of_plain_line_keeps_only_the_rest_of_it():
+    assert finish(" + offset\n    y = 2", at("    total = base|\n    return total\n")) == " + offset"
+    assert finish("\n    y = 2", at("    total = base|\n")) is None
+
+
+# -- suffix overlap ------------------------------------------------------------------------
+def test_suffix_overlap_is_dropped_from_a_call():
+    cur = at('    print(|)\n')
+    assert trim_suffix_overlap('f"total: {total}")', cur) == 'f"total: {total}"'
+
+
+def test_suffix_overlap_of_several_characters():
+    cur = at("    if key in |):\n")
+    assert trim_suffix_overlap("self.cache):", cur) == "self.cache"
+
+
+def test_suffix_overlap_of_whole_lines():
+    source = "def f(x):\n    |\n\n\ndef g():\n    pass\n"
+    raw = "return x * 2\n\n\ndef g():"
+    assert finish(raw, at(source)) == "return x * 2"
+
+
+def test_completion_already_typed_yields_nothing():
+    assert finish("e", at("    name = valu|e\n")) is None
+
+
+# -- brackets ------------------------------------------------------------------------------
+def test_bracket_closed_by_the_suffix_is_not_closed_again():
+    cur = at("    result = max(|)\n")
+    # the model closes max( and goes on; the suffix already closes it
+    assert drop_closed_brackets("a, b) + 1", cur) == "a, b"
+
+
+def test_bracket_on_the_next_line_counts():
+    cur = at("    values = [\n        |\n    ]\n")
+    assert finish("1, 2, 3]", cur) == "1, 2, 3"
+
+
+def test_brackets_inside_strings_are_ignored():
+    cur = at("    print(|)\n")
+    assert drop_closed_brackets('"a)", b', cur) == '"a)", b'
+
+
+def test_brackets_the_completion_opens_itself_are_kept():
+    cur = at("    total = sum(|)\n")
+    assert finish("len(x) for x in items)", cur) == "len(x) for x in items"
+
+
+def test_brace_closing_a_function_body_the_suffix_closes():
+    cur = at("function add(a, b) {\n    |\n}\n")
+    assert finish("return a + b;\n}", cur) == "return a + b;"
+
+
+# -- indentation ---------------------------------------------------------------------------
+def test_extra_indentation_at_an_indented_empty_line_is_removed():
+    cur = at("def area(r):\n    |\n")
+    assert keep_block_indentation("    return r * r", cur) == "return r * r"
+
+
+def test_indentation_from_column_zero_is_kept():
+    cur = at("def area(r):\n|\n")
+    assert finish("    return r * r", cur) == "    return r * r"
+
+
+def test_lines_that_leave_the_block_are_dropped():
+    cur = at("class Stack:\n    def push(self, x):\n        |\n")
+    raw = "self.items.append(x)\n        return len(self.items)\n\ndef helper():\n    pass"
+    assert finish(raw, cur) == "self.items.append(x)\n        return len(self.items)"
+
+
+def test_body_after_a_block_opener_keeps_its_indentation():
+    cur = at("    for item in items:|\n")
+    assert finish("\n        total += item\n        count += 1", cur) == "\n        total += item\n        count += 1"
+
+
+def test_tab_indented_documents_get_tabs():
+    cur = at("func main() {\n\tif ok {|\n")
+    assert finish("\n        run()\n    }", cur) == "\n\t\trun()\n\t}"
+
+
+# -- rejection -----------------------------------------------------------------------------
+def test_whitespace_only_yields_nothing():
+    assert finish("   \n  ", at("def f():\n    |\n")) is None
+    assert finish("", at("x = |\n")) is None
+
+
+def test_duplicate_of_the_next_line_yields_nothing():
+    cur = at("def f(items):\n    |\n    return sorted(items)\n")
+    assert repeats_following_lines("return sorted(items)", cur)
+    assert finish("return sorted(items)", cur) is None
+    assert finish("items = list(items)", cur) == "items = list(items)"
+
+
+def test_crlf_text_is_handled_as_lf():
+    cur = Cursor("def f(x):\r\n    ", "\r\n")
+    assert finish("return x\r\n", cur) == "return x"

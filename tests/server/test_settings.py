@@ -1,0 +1,52 @@
+"""Settings: defaults, camelCase/snake_case keys, the "spanfill" section, invalid values ignored."""
+import dataclasses
+
+from spanfill.server.settings import VALIDATORS, Settings, apply_settings, as_client_dict
+
+
+def test_every_field_has_a_validator():
+    assert set(VALIDATORS) == {f.name for f in dataclasses.fields(Settings)}
+
+
+def test_camel_case_under_section_and_snake_case_flat_are_both_read():
+    nested, problems = apply_settings(Settings(), {"spanfill": {"spanLength": 24, "debounceMs": 0}})
+    flat, _ = apply_settings(Settings(), {"span_length": 24, "debounce_ms": 0})
+    assert problems == []
+    assert nested == flat
+    assert (nested.span_length, nested.debounce_ms) == (24, 0)
+
+
+def test_invalid_values_are_reported_and_the_previous_value_kept():
+    current = Settings(steps=4)
+    new, problems = apply_settings(current, {"steps": 0, "rule": "greedy", "device": "tpu", "spanLength": True,
+                                             "threshold": 1.5, "colour": "red", "debounceMs": 10})
+    assert new.steps == 4 and new.rule == "fixed" and new.device == "auto"
+    assert new.span_length is None and new.threshold == 0.9
+    assert new.debounce_ms == 10                       # valid values in the same message still apply
+    assert len(problems) == 6
+    assert any("steps=0" in p and "1 to 128" in p for p in problems)
+    assert any("'colour'" in p and "spanLength" in p for p in problems)   # lists what is known
+
+
+def test_null_means_model_default_and_empty_model_means_shipped():
+    new, problems = apply_settings(Settings(span_length=32, model="/m"), {"spanLength": None, "model": ""})
+    assert problems == [] and new.span_length is None and new.model is None
+
+
+def test_enable_per_language():
+    s, _ = apply_settings(Settings(), {"enable": {"*": False, "python": True}})
+    assert s.enabled_for("python") and not s.enabled_for("markdown")
+    s, _ = apply_settings(Settings(), {"enable": False})
+    assert not s.enabled_for("python")
+    assert Settings().enabled_for("anything")
+
+
+def test_engine_key_changes_only_with_model_device_dtype():
+    base = Settings()
+    assert dataclasses.replace(base, steps=2).engine_key == base.engine_key
+    assert dataclasses.replace(base, device="cpu").engine_key != base.engine_key
+
+
+def test_client_dict_is_camel_case():
+    d = as_client_dict(Settings())
+    assert d["spanLength"] is None and d["debounceMs"] == 40 and "span_length" not in d
