@@ -21,6 +21,8 @@ import { Getter, ServerStatus, languages, serverLaunch, serverSettings, statusTe
 
 const SECTION = "spanfill";
 const STATUS_REQUEST = "spanfill/status";
+/** While the model loads, ask for the status this often so the status bar flips to "ready". */
+const LOADING_POLL_MS = 1000;
 /** Settings whose change needs a new server process or a new document selector. */
 const RESTART_KEYS = ["server", "languages"].map((key) => `${SECTION}.${key}`);
 
@@ -38,6 +40,7 @@ class Spanfill implements vscode.Disposable {
   private starting: Promise<void> | undefined;
   private lastRoundTripMs: number | undefined;
   private statusInFlight = false;
+  private loadingPoll: NodeJS.Timeout | undefined;
   private readonly statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Right, 100);
 
   constructor(private readonly log: vscode.LogOutputChannel) {
@@ -76,6 +79,9 @@ class Spanfill implements vscode.Disposable {
       outputChannel: this.log,
       middleware: {
         provideInlineCompletionItems: async (document, position, context, token, next) => {
+          if (!enabled()) {
+            return null;
+          }
           const started = Date.now();
           const result = await next(document, position, context, token);
           if (!token.isCancellationRequested) {
@@ -117,8 +123,20 @@ class Spanfill implements vscode.Disposable {
     await this.refreshStatus();
   }
 
+  /** Send the current settings to a running server (the toggle lives in them as `enable`). */
+  private async pushSettings(): Promise<void> {
+    if (this.client?.isRunning()) {
+      await this.client.sendNotification(DidChangeConfigurationNotification.type, {
+        settings: { [SECTION]: serverSettings(config()) },
+      });
+      await this.refreshStatus();
+    }
+  }
+
   async stop(): Promise<void> {
     await this.starting;
+    clearInterval(this.loadingPoll);
+    this.loadingPoll = undefined;
     const client = this.client;
     this.client = undefined;
     this.showIdle();
@@ -134,7 +152,7 @@ class Spanfill implements vscode.Disposable {
 
   async toggle(): Promise<void> {
     const now = !enabled();
-    // The configuration listener starts or stops the server.
+    // The configuration listener tells the server, or starts it.
     await vscode.workspace.getConfiguration(SECTION).update("enable", now, vscode.ConfigurationTarget.Global);
     void vscode.window.setStatusBarMessage(`spanfill inline completions ${now ? "on" : "off"}`, 2000);
   }
@@ -143,17 +161,16 @@ class Spanfill implements vscode.Disposable {
     if (!event.affectsConfiguration(SECTION)) {
       return;
     }
-    if (event.affectsConfiguration(`${SECTION}.enable`)) {
-      return enabled() ? this.ensureStarted() : this.stop();
-    }
     if (RESTART_KEYS.some((key) => event.affectsConfiguration(key))) {
       return this.restart();
     }
-    if (this.client?.isRunning()) {
-      await this.client.sendNotification(DidChangeConfigurationNotification.type, {
-        settings: { [SECTION]: serverSettings(config()) },
-      });
-      await this.refreshStatus();
+    if (this.client === undefined) {
+      this.showIdle();
+      return this.ensureStarted();
+    }
+    await this.pushSettings();
+    if (!enabled()) {
+      this.showIdle();
     }
   }
 
@@ -162,9 +179,14 @@ class Spanfill implements vscode.Disposable {
     if (client === undefined || !client.isRunning() || this.statusInFlight) {
       return;
     }
+    if (!enabled()) {
+      return this.showIdle();
+    }
     this.statusInFlight = true;
     try {
-      this.showStatus(await client.sendRequest<ServerStatus>(STATUS_REQUEST, {}));
+      const status = await client.sendRequest<ServerStatus>(STATUS_REQUEST, {});
+      this.showStatus(status);
+      this.pollWhileLoading(status);
     } catch (error) {
       this.log.warn(`${STATUS_REQUEST} failed: ${String(error)}`);
     } finally {
@@ -172,7 +194,20 @@ class Spanfill implements vscode.Disposable {
     }
   }
 
+  private pollWhileLoading(status: ServerStatus): void {
+    const loading = status.state === "loading" || status.state === "idle";
+    if (loading && this.loadingPoll === undefined) {
+      this.loadingPoll = setInterval(() => void this.refreshStatus(), LOADING_POLL_MS);
+    } else if (!loading && this.loadingPoll !== undefined) {
+      clearInterval(this.loadingPoll);
+      this.loadingPoll = undefined;
+    }
+  }
+
   private showStatus(status: ServerStatus): void {
+    if (!enabled()) {
+      return this.showIdle();
+    }
     this.statusItem.text = statusText(status, this.lastRoundTripMs);
     this.statusItem.tooltip = statusTooltip(status);
     this.statusItem.show();
@@ -184,7 +219,7 @@ class Spanfill implements vscode.Disposable {
     this.statusItem.text = on ? "$(sparkle) spanfill" : "$(circle-slash) spanfill";
     this.statusItem.tooltip = on
       ? `spanfill starts when a ${languages(config()).join(" / ")} file is open. Click to turn off.`
-      : "spanfill inline completions are off. Click to turn on.";
+      : "spanfill inline completions are off (the server stays loaded). Click to turn on.";
     this.statusItem.show();
   }
 

@@ -17,14 +17,20 @@ export interface ServerLaunch {
   env: Record<string, string>;
 }
 
-/** The `spanfill` section as the server expects it. Absent keys mean "server default". */
+/**
+ * The `spanfill` section as the server reads it (server/settings.py accepts these camelCase keys).
+ * Every key is always sent, null meaning "server/model default", so clearing a setting in VS Code
+ * resets it in the server too.
+ */
 export interface ServerSettings {
-  modelPath?: string;
+  model: string | null;
   device: string;
-  spanLength?: number;
-  steps?: number;
+  dtype: string;
+  spanLength: number | null;
+  steps: number | null;
   debounceMs: number;
-  languages: string[];
+  /** languageId -> on/off; "*" covers the rest. All false while completions are toggled off. */
+  enable: Record<string, boolean>;
 }
 
 export const DEFAULT_LANGUAGES = ["python"];
@@ -43,52 +49,78 @@ export function languages(get: Getter): string[] {
   return ids.length > 0 ? ids : DEFAULT_LANGUAGES;
 }
 
-/** Positive integer, or undefined for "use the model's default" (null/empty/0 in the UI). */
-function optionalCount(value: number | null | undefined): number | undefined {
-  return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : undefined;
+/** Positive integer, or null for "use the model's default" (empty or 0 in the UI). */
+function optionalCount(value: number | null | undefined): number | null {
+  return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : null;
 }
 
 export function serverSettings(get: Getter): ServerSettings {
-  const modelPath = get<string>("modelPath", "").trim();
+  const on = get<boolean>("enable", true);
+  const enable: Record<string, boolean> = { "*": false };
+  for (const id of languages(get)) {
+    enable[id] = on;
+  }
   return {
-    modelPath: modelPath === "" ? undefined : modelPath,
+    model: get<string>("modelPath", "").trim() || null,
     device: get<string>("device", "auto"),
+    dtype: get<string>("dtype", "auto"),
     spanLength: optionalCount(get<number | null>("spanLength", null)),
     steps: optionalCount(get<number | null>("steps", null)),
-    debounceMs: Math.max(0, get<number>("debounceMs", 75)),
-    languages: languages(get),
+    debounceMs: Math.max(0, get<number>("debounceMs", 40)),
+    enable,
   };
 }
 
-/** What `spanfill/status` answers (server/status); every field optional so an older server still shows. */
+/** What `spanfill/status` answers (server/session.py `status()`); all optional, so an older or newer server still shows. */
 export interface ServerStatus {
-  model?: string;
-  device?: string;
-  dtype?: string;
-  cacheHitRate?: number;
-  latencyMs?: { last?: number; p50?: number; p95?: number; count?: number };
+  state?: "idle" | "loading" | "ready" | "failed";
+  error?: string | null;
+  model?: string | null;
+  device?: string | null;
+  dtype?: string | null;
+  cache_hit_rate?: number | null;
+  latency_ms?: { count?: number; last?: number; p50?: number; p90?: number; p99?: number };
+  accepted?: number;
+  rejected?: number;
+  acceptance_rate?: number | null;
 }
 
 function ms(value: number | undefined): string {
   return value === undefined ? "–" : `${Math.round(value)} ms`;
 }
 
-/** Status-bar text: model, device and the last latency (the server's, else the round trip we timed). */
+function percent(rate: number | null | undefined): string {
+  return rate === undefined || rate === null ? "–" : `${Math.round(rate * 100)} %`;
+}
+
+/** The model's directory name: the server reports a path. */
+function modelName(model: string | null | undefined): string {
+  return model ? model.replace(/[\\/]+$/, "").split(/[\\/]/).pop() || model : "model?";
+}
+
+/** Status-bar text: model, device and the last latency (the server's when it reports one, else the round trip we timed). */
 export function statusText(status: ServerStatus, lastRoundTripMs: number | undefined): string {
-  const latency = status.latencyMs?.last ?? lastRoundTripMs;
-  const model = status.model ?? "model?";
-  const device = status.device ?? "device?";
-  return `$(sparkle) ${model} · ${device} · ${ms(latency)}`;
+  if (status.state === "loading" || status.state === "idle") {
+    return "$(loading~spin) spanfill: loading model";
+  }
+  if (status.state === "failed") {
+    return "$(error) spanfill: no model";
+  }
+  const latency = status.latency_ms?.last ?? lastRoundTripMs;
+  return `$(sparkle) ${modelName(status.model)} · ${status.device ?? "device?"} · ${ms(latency)}`;
 }
 
 export function statusTooltip(status: ServerStatus): string {
-  const hit = status.cacheHitRate === undefined ? "–" : `${Math.round(status.cacheHitRate * 100)} %`;
-  const lat = status.latencyMs ?? {};
+  if (status.state === "failed") {
+    return `spanfill could not load the model: ${status.error ?? "unknown error"}\nSee \`spanfill: Show log\`.`;
+  }
+  const lat = status.latency_ms ?? {};
   return [
     `model: ${status.model ?? "?"}`,
     `device: ${status.device ?? "?"} (${status.dtype ?? "?"})`,
-    `context cache hit rate: ${hit}`,
-    `latency p50 ${ms(lat.p50)}, p95 ${ms(lat.p95)} over ${lat.count ?? 0} requests`,
+    `typing-through cache hit rate: ${percent(status.cache_hit_rate)}`,
+    `latency p50 ${ms(lat.p50)}, p90 ${ms(lat.p90)}, p99 ${ms(lat.p99)} over ${lat.count ?? 0} requests`,
+    `accepted ${status.accepted ?? 0}, rejected ${status.rejected ?? 0} (${percent(status.acceptance_rate)})`,
     "",
     "Click to toggle inline completions.",
   ].join("\n");

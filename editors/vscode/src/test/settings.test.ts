@@ -11,38 +11,50 @@ function getter(values: Record<string, unknown>): Getter {
 test("defaults start `spanfill serve` for Python with the server's defaults", () => {
   assert.deepEqual(serverLaunch(getter({})), { command: "spanfill", args: ["serve"], env: {} });
   assert.deepEqual(serverSettings(getter({})), {
-    modelPath: undefined,
+    model: null,
     device: "auto",
-    spanLength: undefined,
-    steps: undefined,
-    debounceMs: 75,
-    languages: ["python"],
+    dtype: "auto",
+    spanLength: null,
+    steps: null,
+    debounceMs: 40,
+    enable: { "*": false, python: true },
   });
 });
 
 test("explicit settings reach the server under its names", () => {
   const settings = serverSettings(
-    getter({ modelPath: " /m ", device: "cpu", spanLength: 24, steps: 4, debounceMs: 10, languages: ["rust"] }),
+    getter({ modelPath: " /m ", device: "cuda:1", spanLength: 24, steps: 4, debounceMs: 10, languages: ["rust", "go"] }),
   );
   assert.deepEqual(settings, {
-    modelPath: "/m",
-    device: "cpu",
+    model: "/m",
+    device: "cuda:1",
+    dtype: "auto",
     spanLength: 24,
     steps: 4,
     debounceMs: 10,
-    languages: ["rust"],
+    enable: { "*": false, rust: true, go: true },
   });
 });
 
-test("empty or zero counts and an empty language list fall back to defaults", () => {
-  const settings = serverSettings(getter({ spanLength: 0, steps: null, languages: [""] }));
-  assert.equal(settings.spanLength, undefined);
-  assert.equal(settings.steps, undefined);
-  assert.deepEqual(languages(getter({ languages: [] })), ["python"]);
+test("cleared counts are sent as null so the server goes back to the model's default", () => {
+  const settings = serverSettings(getter({ spanLength: 0, steps: null }));
+  assert.equal(settings.spanLength, null);
+  assert.equal(settings.steps, null);
+  assert.deepEqual(languages(getter({ languages: [""] })), ["python"]);
 });
 
-test("status text shows model, device and the server's last latency before our round trip", () => {
-  const status = { model: "spanfill-small", device: "cpu", latencyMs: { last: 41.6 } };
-  assert.equal(statusText(status, 90), "$(sparkle) spanfill-small · cpu · 42 ms");
-  assert.equal(statusText({ model: "m", device: "cuda" }, 12), "$(sparkle) m · cuda · 12 ms");
+test("toggled off turns every language off in the server", () => {
+  assert.deepEqual(serverSettings(getter({ enable: false, languages: ["python", "c"] })).enable, {
+    "*": false,
+    python: false,
+    c: false,
+  });
+});
+
+test("status text shows model name, device and the last latency", () => {
+  const status = { state: "ready" as const, model: "/opt/spanfill/default_model/", device: "cpu", latency_ms: { last: 41.6 } };
+  assert.equal(statusText(status, 90), "$(sparkle) default_model · cpu · 42 ms");
+  assert.equal(statusText({ state: "ready", model: "m", device: "cuda:0" }, 12), "$(sparkle) m · cuda:0 · 12 ms");
+  assert.equal(statusText({ state: "loading" }, undefined), "$(loading~spin) spanfill: loading model");
+  assert.equal(statusText({ state: "failed", error: "no such file" }, undefined), "$(error) spanfill: no model");
 });

@@ -1,0 +1,92 @@
+--- `:checkhealth spanfill`: Neovim version and backend, the server command, the running client
+--- and what the server reports about itself.
+local M = {}
+
+local health = vim.health
+
+local function check_version(spanfill)
+  local v = vim.version()
+  local version = ("%d.%d.%d"):format(v.major, v.minor, v.patch)
+  if vim.fn.has("nvim-0.10") == 0 then
+    health.error("Neovim " .. version .. " is too old", "spanfill needs Neovim 0.10 or newer")
+    return
+  end
+  local backend = spanfill.backend()
+  local how = backend == "native" and "vim.lsp.inline_completion (built in)"
+    or "spanfill's ghost-text fallback (extmarks)"
+  health.ok(("Neovim %s; ghost text via %s"):format(version, how))
+end
+
+local function check_command(spanfill)
+  local cmd = spanfill.options.cmd
+  local exe = cmd[1]
+  if vim.fn.executable(exe) == 0 then
+    health.error(
+      ("server command %q is not executable"):format(exe),
+      { 'pass the full path: require("spanfill").setup({ cmd = { "/path/to/repo/.venv/bin/spanfill", "serve" } })' }
+    )
+    return false
+  end
+  health.ok(("server command: %s (%s)"):format(table.concat(cmd, " "), vim.fn.exepath(exe)))
+  local result = vim.system({ exe, "serve", "--help" }, { text = true }):wait(15000)
+  if result.code ~= 0 then
+    health.error(
+      ("`%s serve --help` exited with %s"):format(exe, tostring(result.code)),
+      { vim.trim((result.stderr or "") .. (result.stdout or "")) }
+    )
+    return false
+  end
+  health.ok("`spanfill serve --help` runs")
+  return true
+end
+
+local function check_client(spanfill)
+  health.info("filetypes: " .. table.concat(spanfill.options.filetypes, ", "))
+  health.info("suggestions: " .. (spanfill.enabled and "on" or "off (:SpanfillToggle)"))
+  local client = spanfill.client()
+  if not client then
+    health.warn(
+      "the server is not running",
+      { "open a file of one of the filetypes above; :SpanfillLog shows why a start failed" }
+    )
+    return
+  end
+  local provider = client.server_capabilities.inlineCompletionProvider
+  if not provider then
+    health.error("the running server does not advertise inlineCompletionProvider")
+    return
+  end
+  local buffers = vim.tbl_keys(client.attached_buffers)
+  health.ok(("server running (client %d, pid %s), attached to %d buffer(s)"):format(
+    client.id,
+    tostring(client.rpc and client.rpc.pid or "?"),
+    #buffers
+  ))
+  local done, err, status = false, nil, nil
+  spanfill.status(function(e, s)
+    done, err, status = true, e, s
+  end)
+  vim.wait(5000, function()
+    return done
+  end, 20)
+  if not done or err then
+    health.warn("spanfill/status: " .. (err or "no answer in 5 s"))
+    return
+  end
+  local keys = vim.tbl_keys(status or {})
+  table.sort(keys)
+  for _, key in ipairs(keys) do
+    health.info(("%s: %s"):format(key, vim.inspect(status[key], { newline = " ", indent = "" })))
+  end
+end
+
+function M.check()
+  local spanfill = require("spanfill")
+  health.start("spanfill")
+  check_version(spanfill)
+  if check_command(spanfill) then
+    check_client(spanfill)
+  end
+end
+
+return M

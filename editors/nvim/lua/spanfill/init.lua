@@ -1,0 +1,309 @@
+--- spanfill for Neovim: starts `spanfill serve` (an LSP server over stdio) for the configured
+--- filetypes and shows its `textDocument/inlineCompletion` answers as ghost text.
+---
+---   require("spanfill").setup({ cmd = { "/path/to/.venv/bin/spanfill", "serve" } })
+---
+--- Neovim 0.12+ draws the ghost text with the built-in `vim.lsp.inline_completion`; 0.10 and 0.11
+--- use the small renderer in `spanfill.ghost` (extmarks with virt_text / virt_lines), driven by the
+--- same request. One server process serves every buffer, so the model is loaded once.
+local M = {}
+
+local compat = require("spanfill.compat")
+
+local NAME = "spanfill"
+local STATUS = "spanfill/status"
+local REJECTED = "spanfill/rejected"
+local ACCEPT_COMMAND = "spanfill.accept" -- what the server puts in each item; accepting runs it
+
+---@class spanfill.Keymaps
+---@field accept string|false         accept the whole suggestion (falls back to the key itself)
+---@field accept_word string|false    accept up to the end of the next word
+---@field accept_line string|false    accept up to the end of the current line
+---@field next string|false           next candidate
+---@field prev string|false           previous candidate
+---@field dismiss string|false        hide the suggestion
+
+---@class spanfill.Options
+---@field cmd string[]                server command, e.g. { "/repo/.venv/bin/spanfill", "serve" }
+---@field filetypes string[]          filetypes that get completions
+---@field settings table              server settings (server/settings.py): model, device, dtype, spanLength, steps, debounceMs, ...
+---@field backend "auto"|"native"|"ghost"  "auto": native on 0.12+, else ghost
+---@field debounce_ms integer         ghost backend: wait after the last keystroke before asking
+---@field keymaps spanfill.Keymaps
+local defaults = {
+  cmd = { "spanfill", "serve" },
+  filetypes = { "python" },
+  settings = {},
+  backend = "auto",
+  debounce_ms = 30,
+  keymaps = {
+    accept = "<Tab>",
+    accept_word = "<M-Right>",
+    accept_line = "<M-C-Right>",
+    next = "<M-]>",
+    prev = "<M-[>",
+    dismiss = "<C-]>",
+  },
+}
+
+---@type spanfill.Options
+M.options = vim.deepcopy(defaults)
+M.enabled = true
+
+local function has_native()
+  return vim.lsp.inline_completion ~= nil and vim.fn.has("nvim-0.12") == 1
+end
+
+--- The backend in use: "native" or "ghost".
+function M.backend()
+  local choice = M.options.backend
+  if choice == "native" and not has_native() then
+    vim.notify_once("spanfill: backend 'native' needs Neovim 0.12; using the ghost-text fallback", vim.log.levels.WARN)
+    return "ghost"
+  end
+  if choice == "auto" then
+    return has_native() and "native" or "ghost"
+  end
+  return choice
+end
+
+--- The running spanfill client, if any.
+---@return vim.lsp.Client?
+function M.client()
+  return vim.lsp.get_clients({ name = NAME })[1]
+end
+
+local function server_settings()
+  local settings = vim.deepcopy(M.options.settings)
+  -- The server only answers for enabled languageIds; Neovim sends the filetype as languageId.
+  local enable = { ["*"] = false }
+  for _, ft in ipairs(M.options.filetypes) do
+    enable[ft] = M.enabled
+  end
+  settings.enable = enable
+  return { [NAME] = settings }
+end
+
+local function push_settings()
+  local client = M.client()
+  if client then
+    compat.notify(client, "workspace/didChangeConfiguration", { settings = server_settings() })
+  end
+end
+
+local function on_attach(client, bufnr)
+  if M.backend() == "native" then
+    vim.lsp.inline_completion.enable(M.enabled, { client_id = client.id })
+  else
+    require("spanfill.ghost").attach(client, bufnr)
+  end
+end
+
+local function client_config()
+  return {
+    name = NAME,
+    cmd = M.options.cmd,
+    filetypes = M.options.filetypes,
+    init_options = server_settings(),
+    settings = server_settings(),
+    -- One server for every buffer and project: the model is loaded once.
+    reuse_client = function(client, config)
+      return client.name == config.name and not compat.is_stopped(client)
+    end,
+    on_attach = on_attach,
+  }
+end
+
+--- Ask the server for model, device, dtype, cache hit rate and latency; `callback(err, status)`.
+function M.status(callback)
+  local client = M.client()
+  if not client then
+    return callback("spanfill is not running (open a " .. table.concat(M.options.filetypes, "/") .. " file)")
+  end
+  compat.request(client, STATUS, {}, function(err, result)
+    callback(err and (err.message or vim.inspect(err)), result)
+  end)
+end
+
+--- Tell the server the user turned a suggestion down (it keeps acceptance statistics). Accepting
+--- needs no call here: it runs the item's `spanfill.accept` command, which reaches the server.
+---@param item { command?: lsp.Command }
+function M.reject(client, item)
+  local command = item.command
+  if command and command.command == ACCEPT_COMMAND and command.arguments then
+    compat.notify(client, REJECTED, { id = command.arguments[1] })
+  end
+end
+
+--- Turn suggestions on or off without stopping the server (the model stays loaded).
+function M.toggle(on)
+  if on == nil then
+    on = not M.enabled
+  end
+  M.enabled = on
+  local client = M.client()
+  if client then
+    if M.backend() == "native" then
+      vim.lsp.inline_completion.enable(on, { client_id = client.id })
+    else
+      require("spanfill.ghost").dismiss()
+    end
+  end
+  push_settings()
+  vim.notify("spanfill " .. (on and "on" or "off"))
+end
+
+--- Start (or reuse) the client for every loaded buffer whose filetype is configured.
+local function start_for_loaded_buffers()
+  local config = client_config()
+  for _, buf in ipairs(vim.api.nvim_list_bufs()) do
+    if vim.api.nvim_buf_is_loaded(buf) and vim.tbl_contains(M.options.filetypes, vim.bo[buf].filetype) then
+      vim.lsp.start(config, { bufnr = buf, reuse_client = config.reuse_client })
+    end
+  end
+end
+
+function M.restart()
+  for _, client in ipairs(vim.lsp.get_clients({ name = NAME })) do
+    compat.stop(client, true)
+  end
+  vim.defer_fn(start_for_loaded_buffers, 500)
+end
+
+local function native_dismiss(bufnr)
+  -- `get` with an `on_accept` that inserts nothing drops the current item: the public way to dismiss.
+  return vim.lsp.inline_completion.get({
+    bufnr = bufnr,
+    on_accept = function(item)
+      local client = vim.lsp.get_client_by_id(item.client_id)
+      if client then
+        M.reject(client, item)
+      end
+    end,
+  })
+end
+
+--- Insert part of the suggestion: `cut(text)` returns the piece to insert. The rest is requested
+--- again; the server answers that from its typing-through cache.
+local function native_partial(cut)
+  return vim.lsp.inline_completion.get({
+    on_accept = function(item)
+      local text = type(item.insert_text) == "string" and item.insert_text or item.insert_text.value
+      local ghost = require("spanfill.ghost")
+      local row, col = unpack(vim.api.nvim_win_get_cursor(0))
+      local start_row, start_col = row - 1, col
+      if item.range then
+        start_row, start_col = item.range.start.row, item.range.start.col
+      end
+      local typed = table.concat(vim.api.nvim_buf_get_text(0, start_row, start_col, row - 1, col, {}), "\n")
+      if text:sub(1, #typed) == typed then
+        ghost.insert_at_cursor(cut(text:sub(#typed + 1)))
+      end
+    end,
+  })
+end
+
+--- Keymap actions, each returning true when it did something (else the key passes through).
+local actions = {
+  native = {
+    accept = function()
+      return vim.lsp.inline_completion.get()
+    end,
+    accept_word = function()
+      return native_partial(require("spanfill.ghost").next_word)
+    end,
+    accept_line = function()
+      return native_partial(require("spanfill.ghost").next_line)
+    end,
+    next = function()
+      vim.lsp.inline_completion.select({ count = 1 })
+      return true
+    end,
+    prev = function()
+      vim.lsp.inline_completion.select({ count = -1 })
+      return true
+    end,
+    dismiss = function()
+      return native_dismiss(0)
+    end,
+  },
+}
+
+local function set_keymaps()
+  for action, lhs in pairs(M.options.keymaps) do
+    if lhs then
+      vim.keymap.set("i", lhs, function()
+        local backend = M.backend()
+        local done
+        if backend == "native" then
+          done = actions.native[action]()
+        else
+          done = require("spanfill.ghost")[action]()
+        end
+        if done then
+          return ""
+        end
+        return vim.keycode(lhs)
+      end, { expr = true, replace_keycodes = false, desc = "spanfill: " .. action:gsub("_", " ") })
+    end
+  end
+end
+
+local function create_commands()
+  vim.api.nvim_create_user_command("SpanfillToggle", function()
+    M.toggle()
+  end, { desc = "spanfill: turn inline suggestions on/off" })
+  vim.api.nvim_create_user_command("SpanfillRestart", M.restart, { desc = "spanfill: restart the server" })
+  vim.api.nvim_create_user_command("SpanfillStatus", function()
+    M.status(function(err, status)
+      vim.notify(err and ("spanfill: " .. err) or vim.inspect(status), err and vim.log.levels.WARN or nil)
+    end)
+  end, { desc = "spanfill: model, device, cache hit rate, latency" })
+  vim.api.nvim_create_user_command("SpanfillLog", function()
+    vim.cmd.tabnew(vim.lsp.get_log_path())
+  end, { desc = "spanfill: open the LSP log (server stderr goes there)" })
+end
+
+local function validate(opts)
+  vim.validate("cmd", opts.cmd, "table")
+  vim.validate("filetypes", opts.filetypes, "table")
+  vim.validate("settings", opts.settings, "table")
+  vim.validate("keymaps", opts.keymaps, "table")
+  if not vim.tbl_contains({ "auto", "native", "ghost" }, opts.backend) then
+    error(("spanfill: backend = %q; expected 'auto', 'native' or 'ghost'"):format(tostring(opts.backend)))
+  end
+end
+
+--- Configure spanfill and start it for `opts.filetypes`.
+---@param opts? spanfill.Options|table
+function M.setup(opts)
+  M.options = vim.tbl_deep_extend("force", vim.deepcopy(defaults), opts or {})
+  if opts and opts.filetypes then
+    M.options.filetypes = opts.filetypes -- lists replace, they do not merge
+  end
+  if type(M.options.cmd) == "string" then
+    M.options.cmd = { M.options.cmd, "serve" }
+  end
+  validate(M.options)
+
+  set_keymaps()
+  create_commands()
+
+  if vim.lsp.config and vim.lsp.enable then
+    vim.lsp.config(NAME, client_config())
+    vim.lsp.enable(NAME)
+    return
+  end
+  -- Neovim 0.10: no vim.lsp.config; start (or reuse) the client when a filetype matches.
+  vim.api.nvim_create_autocmd("FileType", {
+    group = vim.api.nvim_create_augroup("spanfill.start", { clear = true }),
+    pattern = M.options.filetypes,
+    callback = function(args)
+      local config = client_config()
+      vim.lsp.start(config, { bufnr = args.buf, reuse_client = config.reuse_client })
+    end,
+  })
+  start_for_loaded_buffers()
+end
+
+return M
