@@ -1,0 +1,26 @@
+"""The Llama export decodes exactly like spanfill's AR mode."""
+import torch
+
+from spanfill.engine import CompletionRequest
+from spanfill.engine.export_llama import export
+from spanfill.engine.prompt import context_ids
+from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
+
+
+def test_generate_matches_ar_mode(engine, tiny_dir, tmp_path):
+    from transformers import LlamaForCausalLM
+    llama = LlamaForCausalLM.from_pretrained(export(tiny_dir, tmp_path / "llama"), dtype=torch.float32).eval()
+    tok, sp = engine.tokenizer, engine.tokenizer.special
+    ids = context_ids(tok, SAMPLE_PREFIX, SAMPLE_SUFFIX, budget=engine.budget).ids
+    L = 12
+    with torch.inference_mode():
+        logits = llama(torch.tensor([ids])).logits[0, -1]
+        mine = engine.model.logits(engine.model.encode_context(torch.tensor([ids]), 0, engine.cache._allocate(len(ids))))[0]
+        assert torch.allclose(logits, mine, atol=1e-4)
+        out = llama.generate(torch.tensor([ids]), max_new_tokens=L, do_sample=False, eos_token_id=sp.eom,
+                             suppress_tokens=[sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle], pad_token_id=sp.pad)
+    generated = out[0, len(ids):].tolist()
+    end = generated.index(sp.eom) if sp.eom in generated else len(generated)
+    result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, mode="ar", span_length=L))
+    assert result.texts == [tok.decode(generated[:end])]
+    assert len(generated[:end]) >= 3     # a real sequence was compared, not an immediate <|eom|>
