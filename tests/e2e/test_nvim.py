@@ -1,5 +1,7 @@
 """End to end in a real editor: a headless Neovim loads editors/nvim, starts the real
-`spanfill serve`, and a Python file gets ghost text that <Tab> accepts into the buffer.
+`spanfill serve`, and a Python file gets ghost text that Alt-Right accepts word by word and
+<Tab> accepts whole, with both the built-in `vim.lsp.inline_completion` (0.12) and the plugin's
+extmark fallback; `:checkhealth spanfill` reports the running server.
 
 The test drives Neovim the way a user's keyboard would: keys go in with `nvim --remote-send`,
 and what is on screen (extmarks, buffer lines, mode) comes back with `--remote-expr` from the
@@ -11,10 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,7 +63,9 @@ class Nvim:
     """A headless Neovim listening on a socket; the test talks to it with nvim's own --server."""
 
     def __init__(self, nvim: str, workdir: Path, env: dict[str, str], file: Path):
-        self.nvim, self.socket = nvim, str(workdir / "nvim.sock")
+        # A short socket path: unix socket paths are limited to ~100 bytes, pytest's tmp paths are long.
+        self.socket_dir = tempfile.mkdtemp(prefix="spanfill-nvim-")
+        self.nvim, self.socket = nvim, os.path.join(self.socket_dir, "nvim.sock")
         self.log = workdir / "nvim.log"
         with open(self.log, "wb") as log:
             # Own session: teardown kills nvim and the server it started as one process group.
@@ -109,12 +115,13 @@ class Nvim:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=5)
+        shutil.rmtree(self.socket_dir, ignore_errors=True)
 
 
 def talkative_tiny_model(directory: Path) -> Path:
     """A tiny random-weight checkpoint that says something at the test's cursor. Random weights
     often put <|eom|> first (an empty answer, so no ghost text); the first seed whose greedy
-    completion there survives the server's post-processing is kept."""
+    completion there survives the server's post-processing and has two words is kept."""
     from spanfill.engine import CompletionRequest, Engine
     from spanfill.engine.testing import build_tiny_model
     from spanfill.server.postprocess import Cursor, finish
@@ -123,7 +130,7 @@ def talkative_tiny_model(directory: Path) -> Path:
     for seed in range(1, 16):
         model = build_tiny_model(directory / f"seed{seed}", seed=seed)
         raw = Engine.load(model, device="cpu").complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False))
-        if finish(raw.texts[0], Cursor(prefix, suffix)):
+        if re.search(r"\w\W+\w", finish(raw.texts[0], Cursor(prefix, suffix)) or ""):
             return model
     raise AssertionError("no tiny model seed in 1..15 completes the test's cursor position")
 
@@ -163,34 +170,65 @@ def editor(request, tmp_path, model_dir):
         session.close()
 
 
-def expected_after_accept(lines: list[str], row: int, col: int, text: str) -> list[str]:
+def insert(lines: list[str], row: int, col: int, text: str) -> list[str]:
+    """`lines` with `text` inserted at (row, col)."""
     source = "\n".join(lines)
     offset = sum(len(line) + 1 for line in lines[:row]) + col
     return (source[:offset] + text + source[offset:]).split("\n")
 
 
-def test_ghost_text_is_shown_and_tab_accepts_it(editor):
-    state = editor.wait(lambda: (s := editor.probe("state"))["attached"] and s["initialized"] and s,
-                        30, "the spanfill client to attach")
-    assert state["lines"] == SOURCE.split("\n")[:-1]
+def attached(editor: Nvim) -> dict:
+    return editor.wait(lambda: (s := editor.probe("state"))["attached"] and s["initialized"] and s,
+                       30, "the spanfill client to attach")
 
-    # Normal mode: go to the last line, append (insert mode at its end).
+
+def server_status(editor: Nvim) -> dict:
+    editor.probe("ask_status")
+    return editor.wait(lambda: editor.probe("status"), 10, "spanfill/status")
+
+
+def test_ghost_text_is_accepted_word_by_word_then_whole(editor):
+    state = attached(editor)
+    before = state["lines"]
+    assert before == SOURCE.split("\n")[:-1]
+
+    # Normal mode: go to the last line and append (insert mode at its end).
     editor.send(f"<Esc>{ROW + 1}GA")
     ghost = editor.wait(lambda: editor.probe("ghost"), 30, "ghost text")
     state = editor.probe("state")
-    assert state["mode"] == "i"
-    assert state["cursor"] == [ROW, COL]
+    assert state["mode"] == "i" and state["cursor"] == [ROW, COL]
     assert (ghost["row"], ghost["col"]) == (ROW, COL)
-    assert ghost["text"].strip(), f"ghost text is blank: {ghost!r}"
-    before = state["lines"]
+    suggestion = ghost["text"]
+    assert suggestion.strip(), f"ghost text is blank: {ghost!r}"
 
-    editor.send("<Tab>")
-    want = expected_after_accept(before, ROW, COL, ghost["text"])
+    # Alt-Right takes the first word; the rest stays on screen (typing through).
+    editor.send("<M-Right>")
+    lines = editor.wait(lambda: (s := editor.probe("state"))["lines"] != before and s["lines"], 10,
+                        "accept-word to insert text")
+    word = next((k for k in range(1, len(suggestion) + 1) if insert(before, ROW, COL, suggestion[:k]) == lines), 0)
+    assert word, f"accept-word inserted something other than a start of {suggestion!r}: {lines[ROW:]!r}"
+    if word < len(suggestion):
+        editor.wait(lambda: (g := editor.probe("ghost")) and g["text"] == suggestion[word:], 10,
+                    f"the rest of the suggestion {suggestion[word:]!r} after accept-word")
+        # Tab takes the rest.
+        editor.send("<Tab>")
+    want = insert(before, ROW, COL, suggestion)
     editor.wait(lambda: editor.probe("state")["lines"] == want, 10,
-                f"the buffer to contain the accepted text {ghost['text']!r}")
+                f"the buffer to contain the accepted text {suggestion!r}")
 
     # Accepting ran the item's spanfill.accept command, which the server counts.
-    editor.probe("ask_status")
-    status = editor.wait(lambda: editor.probe("status"), 10, "spanfill/status")
+    status = server_status(editor)
     assert status["accepted"] == 1, status
     assert status["model"] and status["device"] == "cpu", status
+
+
+@pytest.mark.parametrize("editor", ["ghost"], indirect=True)
+def test_checkhealth_reports_the_running_server(editor):
+    attached(editor)
+    editor.wait(lambda: server_status(editor)["state"] == "ready", 30, "the model to load")
+    editor.send(":checkhealth spanfill<CR>")
+    report = editor.wait(lambda: (r := "\n".join(editor.probe("buffer_lines"))) and "server running" in r and r,
+                         20, ":checkhealth spanfill")
+    assert "ERROR" not in report, report
+    assert re.search(r"OK .*server command: .*spanfill serve", report), report
+    assert re.search(r"OK model .* on cpu", report), report

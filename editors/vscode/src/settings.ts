@@ -71,18 +71,18 @@ export function serverSettings(get: Getter): ServerSettings {
   };
 }
 
-/** What `spanfill/status` answers (server/session.py `status()`); all optional, so an older or newer server still shows. */
+/** What `spanfill/status` answers (server/session.py `Session.status`); all optional, so an older or newer server still shows. */
 export interface ServerStatus {
   state?: "idle" | "loading" | "ready" | "failed";
   error?: string | null;
   model?: string | null;
   device?: string | null;
   dtype?: string | null;
-  cache_hit_rate?: number | null;
-  latency_ms?: { count?: number; last?: number; p50?: number; p90?: number; p99?: number };
+  cacheHitRate?: number | null;
+  latencyMs?: { count?: number; last?: number; p50?: number; p90?: number; p95?: number; p99?: number };
   accepted?: number;
   rejected?: number;
-  acceptance_rate?: number | null;
+  acceptanceRate?: number | null;
 }
 
 function ms(value: number | undefined): string {
@@ -106,7 +106,7 @@ export function statusText(status: ServerStatus, lastRoundTripMs: number | undef
   if (status.state === "failed") {
     return "$(error) spanfill: no model";
   }
-  const latency = status.latency_ms?.last ?? lastRoundTripMs;
+  const latency = status.latencyMs?.last ?? lastRoundTripMs;
   return `$(sparkle) ${modelName(status.model)} · ${status.device ?? "device?"} · ${ms(latency)}`;
 }
 
@@ -114,13 +114,13 @@ export function statusTooltip(status: ServerStatus): string {
   if (status.state === "failed") {
     return `spanfill could not load the model: ${status.error ?? "unknown error"}\nSee \`spanfill: Show log\`.`;
   }
-  const lat = status.latency_ms ?? {};
+  const lat = status.latencyMs ?? {};
   return [
     `model: ${status.model ?? "?"}`,
     `device: ${status.device ?? "?"} (${status.dtype ?? "?"})`,
-    `typing-through cache hit rate: ${percent(status.cache_hit_rate)}`,
-    `latency p50 ${ms(lat.p50)}, p90 ${ms(lat.p90)}, p99 ${ms(lat.p99)} over ${lat.count ?? 0} requests`,
-    `accepted ${status.accepted ?? 0}, rejected ${status.rejected ?? 0} (${percent(status.acceptance_rate)})`,
+    `typing-through cache hit rate: ${percent(status.cacheHitRate)}`,
+    `latency p50 ${ms(lat.p50)}, p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)} over ${lat.count ?? 0} requests`,
+    `accepted ${status.accepted ?? 0}, rejected ${status.rejected ?? 0} (${percent(status.acceptanceRate)})`,
     "",
     "Click to toggle inline completions.",
   ].join("\n");

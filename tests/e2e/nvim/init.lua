@@ -61,6 +61,10 @@ function T.state()
   }
 end
 
+function T.buffer_lines()
+  return vim.api.nvim_buf_get_lines(0, 0, -1, false)
+end
+
 --- spanfill/status: ask now, read the answer from a later `T.status()` call.
 local status = vim.NIL
 function T.ask_status()

@@ -152,6 +152,15 @@ local function request(bufnr, client_id)
   end
 end
 
+--- Run the item's command (the server's `spanfill.accept`, which counts the acceptance).
+local function accepted()
+  local item = current.items[current.index]
+  local client = vim.lsp.get_client_by_id(current.client_id)
+  if client and item.command then
+    compat.exec_cmd(client, item.command, current.bufnr)
+  end
+end
+
 local function reject()
   local client = current and vim.lsp.get_client_by_id(current.client_id)
   if client then
@@ -167,7 +176,9 @@ local function on_text_or_cursor(bufnr, client_id)
   if current and current.bufnr == bufnr and render() then
     return
   end
-  if current then
+  if current and remaining() == "" then
+    accepted() -- typed or word-accepted to its end
+  elseif current then
     reject()
   end
   clear()
@@ -246,15 +257,10 @@ local function accept_with(cut)
       return
     end
     if whole then
-      local item, client_id, bufnr = current.items[current.index], current.client_id, current.bufnr
-      local replace_len = current.anchors[current.index].replace_len
+      accepted()
       clear()
+      M.insert_at_cursor(piece, current.anchors[current.index].replace_len)
       current = nil
-      M.insert_at_cursor(piece, replace_len)
-      local client = vim.lsp.get_client_by_id(client_id)
-      if client and item.command then
-        compat.exec_cmd(client, item.command, bufnr)
-      end
     else
       M.insert_at_cursor(piece)
       render()

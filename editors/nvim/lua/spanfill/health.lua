@@ -56,11 +56,9 @@ local function check_client(spanfill)
     health.error("the running server does not advertise inlineCompletionProvider")
     return
   end
-  local buffers = vim.tbl_keys(client.attached_buffers)
-  health.ok(("server running (client %d, pid %s), attached to %d buffer(s)"):format(
+  health.ok(("server running (client %d), attached to %d buffer(s)"):format(
     client.id,
-    tostring(client.rpc and client.rpc.pid or "?"),
-    #buffers
+    #vim.tbl_keys(client.attached_buffers)
   ))
   local done, err, status = false, nil, nil
   spanfill.status(function(e, s)
@@ -73,10 +71,21 @@ local function check_client(spanfill)
     health.warn("spanfill/status: " .. (err or "no answer in 5 s"))
     return
   end
-  local keys = vim.tbl_keys(status or {})
-  table.sort(keys)
-  for _, key in ipairs(keys) do
-    health.info(("%s: %s"):format(key, vim.inspect(status[key], { newline = " ", indent = "" })))
+  status = status or {}
+  if status.state == "failed" then
+    health.error("the server could not load its model: " .. tostring(status.error), { ":SpanfillLog shows the server's log" })
+  elseif status.state ~= "ready" then
+    health.warn("model state: " .. tostring(status.state) .. " (it loads after the server starts)")
+  else
+    health.ok(("model %s on %s (%s)"):format(tostring(status.model), tostring(status.device), tostring(status.dtype)))
+  end
+  local function show(value)
+    return vim.inspect(value, { newline = " ", indent = "" })
+  end
+  for _, key in ipairs({ "latencyMs", "cacheHitRate", "accepted", "rejected", "acceptanceRate", "settings" }) do
+    if status[key] ~= nil then
+      health.info(("%s: %s"):format(key, show(status[key])))
+    end
   end
 end
 

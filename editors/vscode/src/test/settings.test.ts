@@ -52,7 +52,7 @@ test("toggled off turns every language off in the server", () => {
 });
 
 test("status text shows model name, device and the last latency", () => {
-  const status = { state: "ready" as const, model: "/opt/spanfill/default_model/", device: "cpu", latency_ms: { last: 41.6 } };
+  const status = { state: "ready" as const, model: "/opt/spanfill/default_model/", device: "cpu", latencyMs: { last: 41.6 } };
   assert.equal(statusText(status, 90), "$(sparkle) default_model · cpu · 42 ms");
   assert.equal(statusText({ state: "ready", model: "m", device: "cuda:0" }, 12), "$(sparkle) m · cuda:0 · 12 ms");
   assert.equal(statusText({ state: "loading" }, undefined), "$(loading~spin) spanfill: loading model");
