@@ -62,18 +62,24 @@ def nvim_minor(nvim: str) -> int:
 class Nvim:
     """A headless Neovim listening on a socket; the test talks to it with nvim's own --server."""
 
-    def __init__(self, nvim: str, workdir: Path, env: dict[str, str], file: Path):
+    def __init__(self, nvim: str, socket: str, proc: subprocess.Popen | None = None, log: Path | None = None):
+        self.nvim, self.socket, self.proc, self.log = nvim, socket, proc, log
+
+    @classmethod
+    def start(cls, nvim: str, workdir: Path, env: dict[str, str], file: Path) -> "Nvim":
         # A short socket path: unix socket paths are limited to ~100 bytes, pytest's tmp paths are long.
-        self.socket_dir = tempfile.mkdtemp(prefix="spanfill-nvim-")
-        self.nvim, self.socket = nvim, os.path.join(self.socket_dir, "nvim.sock")
-        self.log = workdir / "nvim.log"
-        with open(self.log, "wb") as log:
+        socket_dir = tempfile.mkdtemp(prefix="spanfill-nvim-")
+        socket = os.path.join(socket_dir, "nvim.sock")
+        log = workdir / "nvim.log"
+        with open(log, "wb") as out:
             # Own session: teardown kills nvim and the server it started as one process group.
-            self.proc = subprocess.Popen(
-                [nvim, "--headless", "--clean", "-u", str(INIT), "--listen", self.socket, str(file)],
-                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            proc = subprocess.Popen(
+                [nvim, "--headless", "--clean", "-u", str(INIT), "--listen", socket, str(file)],
+                cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                 start_new_session=True)
-        self.wait(lambda: os.path.exists(self.socket), 10, "nvim to listen")
+        self = cls(nvim, socket, proc, log)
+        self.wait(lambda: os.path.exists(socket), 10, "nvim to listen")
+        return self
 
     def _remote(self, flag: str, arg: str) -> str:
         out = subprocess.run([self.nvim, "--server", self.socket, flag, arg],
@@ -92,7 +98,7 @@ class Nvim:
     def wait(self, ready, timeout: float, what: str):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
+            if self.proc is not None and self.proc.poll() is not None:
                 raise AssertionError(f"nvim exited ({self.proc.returncode}) waiting for {what}:\n{self.tail()}")
             value = ready()
             if value:
@@ -101,6 +107,8 @@ class Nvim:
         raise AssertionError(f"timed out after {timeout} s waiting for {what}\n{self.tail()}")
 
     def tail(self) -> str:
+        if self.log is None:
+            return ""
         logs = [self.log, *self.log.parent.glob("state/nvim/lsp.log")]
         return "\n".join(f"--- {p.name}\n" + p.read_text(errors="replace")[-3000:] for p in logs if p.exists())
 
@@ -115,7 +123,7 @@ class Nvim:
         except ProcessLookupError:
             pass
         self.proc.wait(timeout=5)
-        shutil.rmtree(self.socket_dir, ignore_errors=True)
+        shutil.rmtree(os.path.dirname(self.socket), ignore_errors=True)
 
 
 def talkative_tiny_model(directory: Path) -> Path:
@@ -163,7 +171,7 @@ def editor(request, tmp_path, model_dir):
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
-    session = Nvim(nvim, tmp_path, env, file)
+    session = Nvim.start(nvim, tmp_path, env, file)
     try:
         yield session
     finally:
