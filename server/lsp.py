@@ -78,14 +78,24 @@ class SpanfillServer(LanguageServer):
             node = getattr(node, name, None)
         return bool(node)
 
+    async def _progress_token(self) -> str | None:
+        if not self._can("window", "work_done_progress"):
+            return None
+        token = f"spanfill/load/{next(self._progress_ids)}"
+        try:
+            await self.work_done_progress.create_async(token)
+        except Exception as err:   # the client said it supports progress but refused the token
+            log.warning("no progress reporting: window/workDoneProgress/create failed: %s", err)
+            return None
+        return token
+
     async def load_engine(self) -> None:
         """Load the model named by the settings on the worker, with `$/progress` where the client
         supports it. A model that fails to load is reported; the previous one keeps serving."""
         settings = self.session.settings
         name = settings.model or "the shipped model"
-        token = f"spanfill/load/{next(self._progress_ids)}" if self._can("window", "work_done_progress") else None
+        token = await self._progress_token()
         if token:
-            await self.work_done_progress.create_async(token)
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
                 title="spanfill", message=f"loading {name} on {settings.device}"))
         try:

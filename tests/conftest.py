@@ -21,3 +21,9 @@ def shipped_model() -> Path:
     if not (SHIPPED_MODEL / "model.safetensors").is_file():
         pytest.skip(f"the shipped model is not in {SHIPPED_MODEL} yet")
     return SHIPPED_MODEL
+
+
+@pytest.fixture(scope="session")
+def e2e_model(tiny_model) -> Path:
+    """The model the end-to-end protocol tests serve: the shipped one once it exists."""
+    return SHIPPED_MODEL if (SHIPPED_MODEL / "model.safetensors").is_file() else tiny_model

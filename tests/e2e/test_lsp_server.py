@@ -1,0 +1,185 @@
+"""End-to-end: the real `spanfill serve` process over stdio, driven by pytest-lsp.
+
+These tests assert protocol behaviour and robustness, so they run on the shipped model when it
+exists and on a tiny random-weight model before that (whose suggestions are arbitrary text).
+"""
+import asyncio
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pytest_lsp import LanguageClient
+
+from lsp_helpers import CONFIG, first_suggestion, inline, inline_params, insert, open_doc, start, status, utf16_len
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+FUNCTION_BODY = '''import os
+
+
+def file_sizes(paths):
+    """Map each existing path to its size in bytes."""
+    sizes = {}
+    for path in paths:
+        
+    return sizes
+
+
+def main():
+    print(file_sizes(os.listdir(".")))
+'''
+BODY_CURSOR = types.Position(7, 8)
+
+
+@pytest_lsp.fixture(scope="module", config=CONFIG)
+async def client(lsp_client: LanguageClient, e2e_model):
+    lsp_client.init_result = await start(lsp_client, e2e_model, debounceMs=150, completionFallback=True)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_initialize_advertises_inline_completion(client: LanguageClient):
+    caps = client.init_result.capabilities
+    assert caps.inline_completion_provider is not None
+    assert caps.position_encoding == types.PositionEncodingKind.Utf16
+    assert caps.text_document_sync.change == types.TextDocumentSyncKind.Incremental
+    assert caps.completion_provider is not None                  # completionFallback was on
+    kinds = [p.kind for reports in client.progress_reports.values() for p in reports]
+    assert kinds[0] == "begin" and kinds[-1] == "end"           # $/progress while the model loaded
+    assert (await status(client)).state == "ready"
+
+
+async def test_items_replace_an_empty_range_at_the_cursor(client: LanguageClient):
+    open_doc(client, "file:///e2e/body.py", FUNCTION_BODY)
+    result = await inline(client, "file:///e2e/body.py", BODY_CURSOR)
+    assert isinstance(result, types.InlineCompletionList)
+    for item in result.items:
+        assert item.range == types.Range(BODY_CURSOR, BODY_CURSOR) and item.insert_text.strip()
+        assert item.command.command == "spanfill.accept"
+
+
+async def test_typing_through_a_suggestion_is_served_from_the_cache(client: LanguageClient):
+    uri = "file:///e2e/typing.py"
+    position, text, _ = await first_suggestion(client, uri, FUNCTION_BODY, [BODY_CURSOR, types.Position(4, 4)])
+    before = await status(client)
+    typed = text[:2]
+    insert(client, uri, 2, position, typed)
+    at = types.Position(position.line, position.character + utf16_len(typed))
+    result = await inline(client, uri, at)
+    after = await status(client)
+    assert result.items and result.items[0].insert_text == text[2:]
+    assert result.items[0].range == types.Range(at, at)
+    assert after.engineCalls == before.engineCalls              # the engine was not called
+    assert after.cacheHits == before.cacheHits + 1
+
+
+async def test_burst_of_50_requests_with_cancellations(client: LanguageClient):
+    """Type 50 characters with an automatic request after each and cancel every 5th: only the
+    last request is answered by the engine; the rest are superseded or cancelled, and the
+    server still answers afterwards."""
+    uri = "file:///e2e/burst.py"
+    open_doc(client, uri, "def total(values):\n    \n")
+    before = await status(client)
+    typed = "result = sum(v for v in values if v is not None) "[:50].ljust(50)
+    pending, cancelled_ids = [], set()
+    for i, ch in enumerate(typed):
+        insert(client, uri, 2 + i, types.Position(1, 4 + i), ch)
+        msg_id = f"burst-{i}"
+        params = inline_params(uri, types.Position(1, 5 + i), invoked=False)
+        pending.append(asyncio.ensure_future(client.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, params, msg_id=msg_id)))
+        await asyncio.sleep(0)                                  # let the request go out
+        if i % 5 == 2:
+            client.cancel_request(types.CancelParams(id=msg_id))
+            cancelled_ids.add(i)
+    results = await asyncio.gather(*pending, return_exceptions=True)
+    after = await status(client)
+    for i, result in enumerate(results[:-1]):
+        if isinstance(result, JsonRpcException):
+            assert i in cancelled_ids and result.code == types.LSPErrorCodes.RequestCancelled
+        else:
+            assert not result.items, f"superseded request {i} was answered"
+    assert isinstance(results[-1], types.InlineCompletionList)
+    dropped = (after.superseded - before.superseded) + (after.cancelled - before.cancelled)
+    assert dropped == 49
+    assert 1 <= after.engineCalls - before.engineCalls <= 3    # the last one, and rarely a stray
+    assert after.requests - before.requests == 50
+    result = await inline(client, uri, types.Position(1, 54))   # still serving
+    assert isinstance(result, types.InlineCompletionList)
+
+
+async def test_settings_change_takes_effect(client: LanguageClient):
+    uri = "file:///e2e/settings.py"
+    open_doc(client, uri, FUNCTION_BODY)
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"spanfill": {"enable": {"*": False}, "steps": 0, "spanLength": 12}}))
+    before = await status(client)
+    assert not (await inline(client, uri, BODY_CURSOR)).items
+    after = await status(client)
+    assert after.engineCalls == before.engineCalls
+    assert after.settings.spanLength == 12 and after.settings.steps is None     # steps=0 was rejected
+    assert any("steps=0" in m.message for m in client.messages)                  # ... and reported
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"spanfill": {"enable": {"*": True}, "spanLength": None}}))
+    await inline(client, uri, BODY_CURSOR)
+    assert (await status(client)).engineCalls == after.engineCalls + 1
+
+
+async def test_bad_requests_get_clean_answers_and_the_server_keeps_serving(client: LanguageClient):
+    unopened = await inline(client, "file:///e2e/never-opened.py", types.Position(0, 0))
+    assert not unopened.items
+    uri = "file:///e2e/range.py"
+    open_doc(client, uri, "x = 1\n")
+    assert not (await inline(client, uri, types.Position(40, 0))).items
+    past_end = await inline(client, uri, types.Position(0, 400))     # a column past the end: the line end
+    assert all(item.range.start == types.Position(0, 5) for item in past_end.items)
+
+    big = "file:///e2e/big.py"
+    line = "data = [" + ", ".join(["1234567"] * 560_000) + "]"
+    assert len(line) > 5_000_000
+    open_doc(client, big, line)
+    for character in (len(line) - 1, 2_500_000):
+        result = await asyncio.wait_for(inline(client, big, types.Position(0, character)), 60)
+        assert isinstance(result, types.InlineCompletionList)
+    client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(big)))
+
+    assert (await status(client)).state == "ready"
+    assert isinstance(await inline(client, "file:///e2e/body.py", BODY_CURSOR), types.InlineCompletionList)
+
+
+async def test_completion_fallback_items_are_single_line(client: LanguageClient):
+    uri = "file:///e2e/fallback.py"
+    open_doc(client, uri, FUNCTION_BODY)
+    result = await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri), position=BODY_CURSOR))
+    for item in result.items:
+        assert "\n" not in item.text_edit.new_text and item.text_edit.new_text.strip()
+        assert item.text_edit.range == types.Range(BODY_CURSOR, BODY_CURSOR)
+
+
+async def test_accept_and_reject_feed_the_statistics(client: LanguageClient):
+    position, _, _ = await first_suggestion(client, "file:///e2e/feedback.py", FUNCTION_BODY, [BODY_CURSOR])
+    result = await inline(client, "file:///e2e/feedback.py", position)
+    sid = result.items[0].command.arguments[0]
+    before = await status(client)
+    await client.workspace_execute_command_async(types.ExecuteCommandParams(command="spanfill.accept",
+                                                                            arguments=[sid]))
+    client.protocol.notify("spanfill/rejected", {"id": sid})       # already counted: ignored
+    client.protocol.notify("spanfill/rejected", {})                # a client that sends no id
+    after = await status(client)
+    assert (after.accepted, after.rejected) == (before.accepted + 1, before.rejected + 1)
+
+
+async def test_a_model_that_fails_to_load_is_reported_and_the_old_one_kept(client: LanguageClient, tmp_path):
+    model = (await status(client)).model
+    client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+        settings={"spanfill": {"model": str(tmp_path / "missing")}}))
+    for _ in range(100):
+        if any("could not load model" in m.message for m in client.messages):
+            break
+        await asyncio.sleep(0.05)
+    message = next(m for m in client.messages if "could not load model" in m.message)
+    assert message.type == types.MessageType.Error and "missing" in message.message
+    after = await status(client)
+    assert after.state == "ready" and after.model == model and after.settings.model == model
