@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from . import kernels
 from .model import SpanfillModel
 
 NEG_INF = float("-inf")
@@ -32,7 +33,10 @@ def pick_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1
                 generator: torch.Generator | None = None, banned: list[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """logits: [M, V] -> (confidence [M], token [M]). Greedy when temperature == 0, else a sample from
     the tempered, nucleus-filtered distribution; confidence is the chosen token's probability.
-    `banned` ids (control tokens that may never appear inside a middle) get zero probability."""
+    `banned` ids (control tokens that may never appear inside a middle) get zero probability.
+    On CUDA the greedy case is one fused Triton kernel that never materialises probabilities."""
+    if temperature <= 0 and kernels.enabled_for(logits):
+        return kernels.confidence_argmax(logits, banned)
     logits = logits.float()
     if banned:
         logits[..., banned] = NEG_INF
@@ -53,6 +57,8 @@ def pick_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1
 
 def commit_topk(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch.Tensor:
     """confidence/masked: [B, L]. Commit the k most confident masked positions of each row."""
+    if kernels.enabled_for(confidence):
+        return kernels.commit(confidence, masked, k)
     conf = confidence.masked_fill(~masked, NEG_INF)
     idx = conf.topk(min(k, conf.shape[1]), dim=1).indices
     return torch.zeros_like(masked).scatter(1, idx, True) & masked
@@ -60,6 +66,8 @@ def commit_topk(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch
 
 def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: float) -> torch.Tensor:
     """Commit every masked position with confidence > threshold, and at least the best one per row."""
+    if kernels.enabled_for(confidence):
+        return kernels.commit(confidence, masked, 1, threshold)
     return (masked & (confidence > threshold)) | commit_topk(confidence, masked, 1)
 
 
@@ -80,6 +88,21 @@ class DenoiseConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     banned: list[int] | None = None
+
+
+def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
+                k: int, cfg: DenoiseConfig, final: bool, eom: int, pad: int) -> None:
+    """In place, the end of every step: choose positions by cfg.rule (all that are left on the final
+    step), copy their proposed tokens into span and drop them from masked. All tensors [B, L]."""
+    if final:
+        commit = masked.clone()
+    elif cfg.rule == "threshold":
+        commit = commit_threshold(confidence, masked, cfg.threshold)
+    else:
+        commit = commit_topk(confidence, masked, k)
+    span.copy_(torch.where(commit, proposal, span))
+    masked &= ~commit
+    truncate_after_eom(span, masked, eom, pad)
 
 
 @dataclass
@@ -114,15 +137,7 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
         proposal = span.clone()
         confidence[masked] = conf_m
         proposal[masked] = token_m
-        if final:
-            commit = masked.clone()
-        elif cfg.rule == "threshold":
-            commit = commit_threshold(confidence, masked, cfg.threshold)
-        else:
-            commit = commit_topk(confidence, masked, k)
-        span = torch.where(commit, proposal, span)
-        masked &= ~commit
-        truncate_after_eom(span, masked, eom_id, pad_id)
+        commit_step(span, masked, confidence, proposal, k, cfg, final, eom_id, pad_id)
         if final or not masked.any():
             break
     return DenoiseOutput(span, steps_run, deadline_hit, was_cancelled)
