@@ -91,13 +91,7 @@ local function push_settings()
   end
 end
 
-local function on_attach(client, bufnr)
-  if M.backend() == "native" then
-    vim.lsp.inline_completion.enable(M.enabled, { client_id = client.id })
-  else
-    require("spanfill.ghost").attach(client, bufnr)
-  end
-end
+local on_attach -- set up with the keymaps below
 
 local function client_config()
   return {
@@ -229,7 +223,8 @@ local actions = {
   },
 }
 
-local function set_keymaps()
+--- Buffer-local, so buffers without spanfill keep their keys (and other plugins theirs).
+local function set_keymaps(bufnr)
   for action, lhs in pairs(M.options.keymaps) do
     if lhs then
       vim.keymap.set("i", lhs, function()
@@ -244,8 +239,17 @@ local function set_keymaps()
           return ""
         end
         return vim.keycode(lhs)
-      end, { expr = true, replace_keycodes = false, desc = "spanfill: " .. action:gsub("_", " ") })
+      end, { buffer = bufnr, expr = true, replace_keycodes = false, desc = "spanfill: " .. action:gsub("_", " ") })
     end
+  end
+end
+
+on_attach = function(client, bufnr)
+  set_keymaps(bufnr)
+  if M.backend() == "native" then
+    vim.lsp.inline_completion.enable(M.enabled, { client_id = client.id })
+  else
+    require("spanfill.ghost").attach(client, bufnr)
   end
 end
 
@@ -260,17 +264,18 @@ local function create_commands()
     end)
   end, { desc = "spanfill: model, device, cache hit rate, latency" })
   vim.api.nvim_create_user_command("SpanfillLog", function()
-    vim.cmd.tabnew(vim.lsp.get_log_path())
+    vim.cmd.tabnew(vim.lsp.log.get_filename())
   end, { desc = "spanfill: open the LSP log (server stderr goes there)" })
 end
 
 local function validate(opts)
-  vim.validate("cmd", opts.cmd, "table")
-  vim.validate("filetypes", opts.filetypes, "table")
-  vim.validate("settings", opts.settings, "table")
-  vim.validate("keymaps", opts.keymaps, "table")
+  for _, key in ipairs({ "cmd", "filetypes", "settings", "keymaps" }) do
+    if type(opts[key]) ~= "table" then
+      error(("spanfill.setup: %s = %s; expected a table"):format(key, vim.inspect(opts[key])))
+    end
+  end
   if not vim.tbl_contains({ "auto", "native", "ghost" }, opts.backend) then
-    error(("spanfill: backend = %q; expected 'auto', 'native' or 'ghost'"):format(tostring(opts.backend)))
+    error(("spanfill.setup: backend = %q; expected 'auto', 'native' or 'ghost'"):format(tostring(opts.backend)))
   end
 end
 
@@ -286,7 +291,6 @@ function M.setup(opts)
   end
   validate(M.options)
 
-  set_keymaps()
   create_commands()
 
   if vim.lsp.config and vim.lsp.enable then
