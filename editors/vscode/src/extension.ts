@@ -78,6 +78,14 @@ class Spanfill implements vscode.Disposable {
       initializationOptions: { [SECTION]: serverSettings(get) },
       outputChannel: this.log,
       middleware: {
+        // The server pulls its section when a change notification comes without settings:
+        // answer with the mapped names, not VS Code's raw `spanfill.*` tree.
+        workspace: {
+          configuration: (params, token, next) =>
+            params.items.some((item) => item.section === SECTION)
+              ? params.items.map((item) => (item.section === SECTION ? serverSettings(config()) : null))
+              : next(params, token),
+        },
         provideInlineCompletionItems: async (document, position, context, token, next) => {
           if (!enabled()) {
             return null;
