@@ -1,0 +1,1 @@
+"""spanfill.server: the language server (pygls), its completion pipeline, `spanfill serve` and `spanfill demo`."""

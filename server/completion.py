@@ -116,7 +116,12 @@ async def suggest(session: Session, query: Query) -> Answer | None:
             return None
         ctx = session.context_builder(engine).build(view, offset, session.documents.recent_others(query.uri))
         request = _request(session, ctx.prefix, ctx.suffix, ctx.snippets, query.candidates)
-        result = await session.scheduler.complete(ticket, request)
+        try:
+            result = await session.scheduler.complete(ticket, request)
+        except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
+            stats.errors += 1
+            log.warning("spanfill: the engine could not complete: %s", err)
+            return None
         if result is not None:
             stats.record_engine(result.context_tokens, result.reused_tokens, result.timings.total_ms)
         if result is None or result.cancelled:
@@ -127,6 +132,9 @@ async def suggest(session: Session, query: Query) -> Answer | None:
         texts = [t.replace("\n", eol) for t in texts]
         session.cache.store(query.uri, Suggestion(offset, len(view.text) - offset, ctx.prefix, ctx.suffix,
                                                   tuple(texts)))
+        if ticket.cancelled():         # finished, but a newer request took over: it may type through this
+            stats.superseded += 1
+            return None
         return answer(texts, from_cache=False)
     except asyncio.CancelledError:
         stats.cancelled += 1

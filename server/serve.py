@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 
-from .settings import apply_settings
+from .settings import Settings, apply_settings
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -55,14 +55,14 @@ def protocol_stdout():
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    configure_logging(args.log_file, args.log_level)
-    from .lsp import server   # imports torch: after logging is set up
-
     cli = {k: v for k, v in (("model", args.model), ("device", args.device)) if v is not None}
-    settings, problems = apply_settings(server.session.settings, cli)
+    settings, problems = apply_settings(Settings(), cli)
     if problems:
         sys.stderr.write("\n".join(problems) + "\n")
         return 2
+    configure_logging(args.log_file, args.log_level)
+    from .lsp import server   # imports torch: after logging is set up
+
     server.session.settings = settings
     if args.tcp:
         server.start_tcp(args.host, args.port)

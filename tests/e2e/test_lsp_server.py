@@ -119,7 +119,8 @@ async def test_settings_change_takes_effect(client: LanguageClient):
     after = await status(client)
     assert after.engineCalls == before.engineCalls
     assert after.settings.spanLength == 12 and after.settings.steps is None     # steps=0 was rejected
-    assert any("steps=0" in m.message for m in client.messages)                  # ... and reported
+    assert any("steps=0" in m.message for m in client.messages)                  # ... shown
+    assert any("steps=0" in m.message for m in client.log_messages)              # ... and logged
     client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
         settings={"spanfill": {"enable": {"*": True}, "spanLength": None}}))
     await inline(client, uri, BODY_CURSOR)

@@ -9,8 +9,10 @@ from spanfill.engine import CancelledError, CompletionRequest, CompletionResult
 
 
 class FakeEngine:
-    def __init__(self, tokenizer, texts=("return a + b",), steps: int = 4, step_s: float = 0.0):
+    def __init__(self, tokenizer, texts=("return a + b",), steps: int = 4, step_s: float = 0.0,
+                 error: Exception | None = None):
         self.tokenizer = tokenizer
+        self.error = error
         self.texts = list(texts)
         self.steps = steps
         self.step_s = step_s
@@ -31,6 +33,8 @@ class FakeEngine:
         if req.cancelled is not None and req.cancelled():
             raise CancelledError("cancelled before it started")
         self.calls.append(req)
+        if self.error is not None:
+            raise self.error
         self.running.set()
         try:
             for step in range(self.steps):

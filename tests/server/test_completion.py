@@ -163,3 +163,10 @@ async def test_crlf_documents_get_crlf_insert_text(tok):
     assert answer.texts == ["total = a + b\r\n    return total"]
     assert "\r" not in engine.calls[0].prefix
     session.scheduler.close()
+
+
+async def test_a_request_the_engine_refuses_is_logged_and_answered_empty(tok, caplog):
+    session, engine = make_session(tok, error=ValueError("span_length=300 is out of range; use 1..256"))
+    assert await suggest(session, query()) is None
+    assert session.stats.errors == 1 and "span_length=300" in caplog.text
+    session.scheduler.close()

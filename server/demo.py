@@ -1,0 +1,160 @@
+"""`spanfill demo` (what `make run` runs): a headless editor session against the real server.
+
+It starts `spanfill serve` as a subprocess, talks LSP to it with pygls's client, opens
+examples/inventory.py, asks for completions in the unfinished functions, types a few characters
+the way an editor would (a didChange and an automatic request per keystroke), and prints every
+answer with its round-trip latency and whether the engine or the typing-through cache served it.
+
+    spanfill demo [--model DIR] [--device cpu] [--file PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inventory.py"
+TYPED = "item = find("          # typed one character at a time into restock()
+LOAD_TIMEOUT_S = 300
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="spanfill demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="model directory (default: the shipped model)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda (default: auto)")
+    parser.add_argument("--file", type=Path, default=EXAMPLE, help="Python file to type into")
+    return parser.parse_args(argv)
+
+
+def make_client() -> LanguageClient:
+    client = LanguageClient("spanfill-demo", "0.1.0")
+
+    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
+    def progress_create(params):
+        return None
+
+    @client.feature(types.PROGRESS)
+    def progress(params):
+        if isinstance(params.value, dict) and params.value.get("message"):
+            print(f"  server: {params.value['message']}")
+
+    @client.feature(types.WINDOW_SHOW_MESSAGE)
+    def show_message(params):
+        print(f"  server says: {params.message}")
+
+    return client
+
+
+class Session:
+    """One open document and the requests the demo sends about it."""
+
+    def __init__(self, client: LanguageClient, path: Path):
+        self.client, self.uri = client, path.resolve().as_uri()
+        self.lines = path.read_text().split("\n")
+        self.version = 1
+        client.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(self.uri, "python", 1, "\n".join(self.lines))))
+
+    def cursor_after(self, anchor: str) -> types.Position:
+        """The end of the (empty, indented) line below the docstring of the function `anchor`."""
+        start = next(i for i, line in enumerate(self.lines) if line.startswith(anchor))
+        line = next(i for i in range(start + 1, len(self.lines)) if not self.lines[i].strip())
+        return types.Position(line, len(self.lines[line]))
+
+    def type(self, at: types.Position, ch: str) -> types.Position:
+        self.version += 1
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            types.VersionedTextDocumentIdentifier(version=self.version, uri=self.uri),
+            [types.TextDocumentContentChangePartial(range=types.Range(at, at), text=ch)]))
+        self.lines[at.line] = self.lines[at.line][:at.character] + ch + self.lines[at.line][at.character:]
+        return types.Position(at.line, at.character + len(ch))
+
+    async def complete(self, at: types.Position, invoked: bool) -> tuple[list[str], float, str]:
+        """Candidates, round-trip milliseconds, and who answered ("engine" or "cache")."""
+        hits = (await status(self.client)).cacheHits
+        kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
+        t0 = time.perf_counter()
+        result = await self.client.text_document_inline_completion_async(types.InlineCompletionParams(
+            context=types.InlineCompletionContext(trigger_kind=kind),
+            text_document=types.TextDocumentIdentifier(self.uri), position=at))
+        ms = (time.perf_counter() - t0) * 1e3
+        source = "cache" if (await status(self.client)).cacheHits > hits else "engine"
+        return [item.insert_text for item in result.items], ms, source
+
+
+async def status(client: LanguageClient):
+    return await client.protocol.send_request_async("spanfill/status", {})
+
+
+def show(texts: list[str], ms: float, source: str, label: str = "") -> None:
+    head = f"  {label:<14}{ms:7.1f} ms  {source:<6}"
+    if not texts:
+        print(f"{head} (no suggestion)")
+    for i, text in enumerate(texts):
+        print(f"{head if i == 0 else ' ' * len(head)} -> {text!r}")
+
+
+async def wait_until_loaded(client: LanguageClient):
+    deadline = time.monotonic() + LOAD_TIMEOUT_S
+    while time.monotonic() < deadline:
+        st = await status(client)
+        if st.state in ("ready", "failed"):
+            return st
+        await asyncio.sleep(0.1)
+    return st
+
+
+async def run(args: argparse.Namespace, log_file: Path) -> int:
+    client = make_client()
+    await client.start_io(sys.executable, "-m", "spanfill.server.cli", "serve", "--log-file", str(log_file))
+    caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
+    options = {"spanfill": {"model": args.model, "device": args.device}}
+    await client.initialize_async(types.InitializeParams(capabilities=caps, initialization_options=options))
+    client.initialized(types.InitializedParams())
+    print(f"spanfill demo: starting the server and loading {args.model or 'the shipped model'} ...")
+    st = await wait_until_loaded(client)
+    try:
+        if st.state != "ready":
+            print(f"the model did not load: {st.error}\n(train one with `spanfill train`, or pass --model DIR)")
+            return 1
+        print(f"model {st.model} on {st.device} ({st.dtype}, {st.params:,} parameters)\n")
+        doc = Session(client, args.file)
+
+        at = doc.cursor_after("def restock")
+        print(f"{args.file.name}:{at.line + 1} restock(), empty body line, invoked (several candidates):")
+        show(*await doc.complete(at, invoked=True))
+        print(f"\ntyping {TYPED!r} there, one automatic request per keystroke:")
+        for ch in TYPED:
+            at = doc.type(at, ch)
+            show(*await doc.complete(at, invoked=False), label=f"typed {ch!r}")
+
+        at = doc.cursor_after("def cheapest")
+        print(f"\n{args.file.name}:{at.line + 1} cheapest(), empty body line, automatic:")
+        show(*await doc.complete(at, invoked=False))
+
+        st = await status(client)
+        lat = st.latencyMs
+        print(f"\nserver: {st.requests} requests, {st.engineCalls} engine calls, {st.cacheHits} from the "
+              f"typing-through cache; latency p50 {getattr(lat, 'p50', 0):.1f} ms, p95 {getattr(lat, 'p95', 0):.1f} ms "
+              f"(server side); context tokens reused {100 * (st.contextReuseRate or 0):.0f}%")
+        print(f"server log: {log_file}")
+        return 0
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    if not args.file.is_file():
+        sys.stderr.write(f"spanfill demo: {args.file} does not exist; pass --file PATH\n")
+        return 2
+    log_file = Path(tempfile.gettempdir()) / "spanfill-demo.log"
+    return asyncio.run(run(args, log_file))

@@ -1,0 +1,56 @@
+"""End-to-end: `spanfill serve --tcp HOST:PORT` speaks the same protocol over a socket, and
+`spanfill serve` rejects a malformed address with a usable message."""
+import asyncio
+import socket
+import subprocess
+import sys
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from lsp_helpers import CONFIG, SERVE, capabilities, options
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_tcp_session(e2e_model):
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(*SERVE, "--tcp", f"127.0.0.1:{port}", env=CONFIG.server_env,
+                                                  stderr=asyncio.subprocess.DEVNULL)
+    client = LanguageClient("tcp-test", "0")
+    try:
+        for _ in range(200):                       # the server imports torch before it listens
+            try:
+                await client.start_tcp("127.0.0.1", port)
+                break
+            except OSError:
+                await asyncio.sleep(0.1)
+        result = await asyncio.wait_for(client.initialize_async(types.InitializeParams(
+            capabilities=capabilities(), initialization_options=options(e2e_model))), 30)
+        assert result.capabilities.inline_completion_provider is not None
+        client.initialized(types.InitializedParams())
+        status = await client.protocol.send_request_async("spanfill/status", {})
+        assert status.settings.device == "cpu"
+        await client.shutdown_async(None)
+        client.exit(None)
+    finally:
+        await client.stop()
+        if server.returncode is None:
+            server.terminate()
+        await server.wait()
+
+
+def test_bad_tcp_address_is_a_usage_error():
+    proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--tcp", "localhost"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "HOST:PORT" in proc.stderr and proc.stdout == ""
+
+
+def test_invalid_cli_setting_is_reported():
+    proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--device", "tpu"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "device='tpu'" in proc.stderr
