@@ -12,7 +12,7 @@ local api = vim.api
 local compat = require("spanfill.compat")
 
 local METHOD = "textDocument/inlineCompletion"
-local TRIGGER_AUTOMATIC = 2
+local TRIGGER = { invoked = 1, automatic = 2 } -- the server answers Invoked with several candidates
 local ns = api.nvim_create_namespace("spanfill.ghost")
 
 api.nvim_set_hl(0, "SpanfillGhost", { link = "Comment", default = true })
@@ -114,14 +114,15 @@ local function cancel_pending()
   end
 end
 
-local function request(bufnr, client_id)
+--- Ask for suggestions at the cursor and show candidate `index` of the answer.
+local function request(bufnr, client_id, kind, index)
   cancel_pending()
   local client = vim.lsp.get_client_by_id(client_id)
   if not client or api.nvim_get_current_buf() ~= bufnr or not api.nvim_get_mode().mode:match("^i") then
     return
   end
   local params = vim.lsp.util.make_position_params(0, client.offset_encoding)
-  params.context = { triggerKind = TRIGGER_AUTOMATIC }
+  params.context = { triggerKind = kind }
   local tick = api.nvim_buf_get_changedtick(bufnr)
   local row, col = unpack(api.nvim_win_get_cursor(0))
   local ok, id = compat.request(client, METHOD, params, function(err, result)
@@ -142,7 +143,8 @@ local function request(bufnr, client_id)
       anchors[i] = anchor(bufnr, client, item, row - 1, col)
     end
     clear()
-    current = { bufnr = bufnr, client_id = client.id, items = items, index = 1, anchors = anchors }
+    index = math.min(index, #items)
+    current = { bufnr = bufnr, client_id = client.id, items = items, index = index, anchors = anchors }
     if not render() then
       current = nil
     end
@@ -188,7 +190,7 @@ local function on_text_or_cursor(bufnr, client_id)
     require("spanfill").options.debounce_ms,
     0,
     vim.schedule_wrap(function()
-      request(bufnr, client_id)
+      request(bufnr, client_id, TRIGGER.automatic, 1)
     end)
   )
 end
@@ -282,8 +284,13 @@ function M.accept_line()
 end
 
 local function cycle(step)
-  if not current or #current.items < 2 or not remaining() then
+  if not current or not remaining() then
     return false
+  end
+  if #current.items < 2 then
+    -- Automatic requests bring one candidate; an explicit one brings several.
+    request(current.bufnr, current.client_id, TRIGGER.invoked, step > 0 and 2 or math.huge)
+    return true
   end
   local start = current.index
   repeat
