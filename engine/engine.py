@@ -17,6 +17,7 @@ import torch
 from .api import CancelledError, CompletionRequest, CompletionResult, Timings
 from .checkpoint import DEFAULT_MODEL_DIR, load_model
 from .context_cache import ContextCache
+from .cuda_step import StaticSpanDenoiser
 from .denoise import DenoiseConfig, ar_decode, denoise
 from .device import pick_device, pick_dtype
 from .model import SpanfillModel
@@ -37,6 +38,9 @@ class Engine:
         self.tokenizer = tokenizer
         self.name = name
         self.cache = ContextCache(model, cache_entries)
+        sp = tokenizer.special   # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
+        on_cuda = model.embed.weight.is_cuda
+        self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
         self._lock = threading.Lock()
         total = model.cfg.max_context_tokens
         # the trained split of the context budget, scaled if a config says otherwise
@@ -135,7 +139,11 @@ class Engine:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned)
-            out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline, req.cancelled)
+            if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
+                out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
+            else:
+                out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
+                              req.cancelled)
             rows = out.span.tolist()
             steps_run, deadline_hit, cancelled = out.steps_run, out.deadline_hit, out.cancelled
         timings.denoise_ms = _ms(t0)

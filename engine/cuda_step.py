@@ -1,0 +1,170 @@
+"""Static-shape span denoising for CUDA: fixed buffers, one CUDA graph per step shape, no host sync.
+
+`denoise.denoise` is the reference loop. This module runs the same steps with every shape fixed per
+bucket — span length L, candidates B, context capacity Cb (the context length C rounded up to 128) —
+so each step is captured once in a CUDA graph and then replayed (gpt-fast's recipe: static caches,
+capture the step, not the model):
+
+* the context's keys/values are copied into one static buffer per layer, [1, H, max_positions, Dh];
+  the span attends to its first Cb positions under a key mask that hides those at C and beyond, and
+  its RoPE positions come from a device tensor, so any C in the bucket replays the same graph;
+* logits are computed for all B·L positions, committed ones being masked out of the confidence,
+  instead of gathering the masked rows, whose count the host would have to read back;
+* the fixed schedule runs its T steps without reading anything back: a step after the span is
+  finished (every row at <|eom|>) commits nothing, and steps_run is counted on the device and read
+  once at the end. The threshold rule reads one flag per step because stopping early is its point;
+  a deadline does too, since wall-clock time only means something once the GPU has caught up.
+
+Only greedy decoding (temperature 0) takes this path; sampling stays on `denoise`. With graphs=False
+(the default off CUDA) the same code runs eagerly, which is how the tests hold it to `denoise` on CPU.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, commit_schedule, commit_step, pick_tokens
+from .model import SpanfillModel
+
+CONTEXT_ROUND = 128
+
+
+def context_bucket(context_len: int, max_positions: int) -> int:
+    """The static context capacity a request of context_len tokens runs under."""
+    return min(-(-context_len // CONTEXT_ROUND) * CONTEXT_ROUND, max_positions)
+
+
+@dataclass(eq=False)
+class StepBuffers:
+    """The static state of one bucket; captured graphs read and write these tensors in place."""
+    context_capacity: int
+    span: torch.Tensor        # [B, L] token ids
+    masked: torch.Tensor      # [B, L] bool
+    positions: torch.Tensor   # [L] RoPE positions C..C+L-1
+    key_mask: torch.Tensor    # [Cb + L] bool: the real context keys, then the span's own
+    steps_run: torch.Tensor   # [] long: steps that started with something left to commit
+    graphs: dict = field(default_factory=dict)   # (k, final) -> torch.cuda.CUDAGraph
+
+
+class StaticSpanDenoiser:
+    def __init__(self, model: SpanfillModel, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None):
+        self.model = model
+        self.mask_id, self.eom_id, self.pad_id = mask_id, eom_id, pad_id
+        self.device = model.embed.weight.device
+        self.graphs = self.device.type == "cuda" if graphs is None else graphs
+        self._kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._arange: torch.Tensor | None = None
+        self._buckets: dict[tuple, StepBuffers] = {}
+        self._pool = None
+
+    @staticmethod
+    def supports(cfg: DenoiseConfig) -> bool:
+        return cfg.temperature <= 0
+
+    def denoise(self, kv, context_len: int, n: int, cfg: DenoiseConfig, deadline: float | None = None,
+                cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
+        """`denoise.denoise` for greedy decoding, with the same arguments and results."""
+        b = self._prepare(kv, context_len, n, cfg)
+        schedule = commit_schedule(cfg.span_length, cfg.steps)
+        poll = cfg.rule == "threshold" or deadline is not None    # reading `masked` waits for the GPU
+        deadline_hit = was_cancelled = False
+        for step, k in enumerate(schedule):
+            if step and poll and not b.masked.any():
+                break
+            if cancelled is not None and cancelled():
+                was_cancelled = True
+                break
+            final = step == len(schedule) - 1
+            if deadline is not None and time.perf_counter() >= deadline:
+                final = deadline_hit = True
+            self._run(b, cfg, k, final)
+            if final:
+                break
+        return DenoiseOutput(b.span.clone(), int(b.steps_run), deadline_hit, was_cancelled)
+
+    # ---- static state ----------------------------------------------------------------------------
+    def _prepare(self, kv, context_len: int, n: int, cfg: DenoiseConfig) -> StepBuffers:
+        """Copy the context into the static KV buffer and reset the bucket's span (no sync)."""
+        mcfg, dev = self.model.cfg, self.device
+        if self._kv is None:
+            shape = (1, mcfg.n_heads, mcfg.max_positions, mcfg.head_dim)
+            dtype = self.model.embed.weight.dtype
+            self._kv = [(torch.zeros(shape, dtype=dtype, device=dev), torch.zeros(shape, dtype=dtype, device=dev))
+                        for _ in range(mcfg.n_layers)]
+            self._arange = torch.arange(mcfg.max_positions, device=dev)
+        L, C = cfg.span_length, context_len
+        Cb = context_bucket(C, mcfg.max_positions)
+        key = (L, n, Cb, cfg.rule, cfg.threshold, tuple(cfg.banned or ()))
+        b = self._buckets.get(key)
+        if b is None:
+            b = self._buckets[key] = StepBuffers(
+                Cb, torch.empty(n, L, dtype=torch.long, device=dev), torch.empty(n, L, dtype=torch.bool, device=dev),
+                torch.empty(L, dtype=torch.long, device=dev), torch.ones(Cb + L, dtype=torch.bool, device=dev),
+                torch.zeros((), dtype=torch.long, device=dev))
+        torch._foreach_copy_([t[:, :, :C] for layer in self._kv for t in layer],
+                             [t[:, :, :C] for layer in kv for t in layer])
+        torch.add(self._arange[:L], C, out=b.positions)
+        torch.lt(self._arange[:Cb], C, out=b.key_mask[:Cb])
+        b.span.fill_(self.mask_id)
+        b.masked.fill_(True)
+        b.steps_run.zero_()
+        return b
+
+    # ---- one step --------------------------------------------------------------------------------
+    def _forward(self, b: StepBuffers) -> torch.Tensor:
+        """`SpanfillModel.span_step` against the static context: keys past C are masked out."""
+        model, Cb = self.model, b.context_capacity
+        B = b.span.shape[0]
+        x = model.embed(b.span)                                        # [B, L, D]
+        cos, sin = model._rope(b.positions, x.dtype)
+        key_mask = b.key_mask.view(1, 1, 1, -1)                        # [1, 1, 1, Cb + L]
+        for block, (kbuf, vbuf) in zip(model.layers, self._kv):
+            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)     # each [B, H, L, Dh]
+            keys = torch.cat([kbuf[:, :, :Cb].expand(B, -1, -1, -1), k], dim=2)
+            values = torch.cat([vbuf[:, :, :Cb].expand(B, -1, -1, -1), v], dim=2)
+            x = x + block.attn.out(F.scaled_dot_product_attention(q, keys, values, attn_mask=key_mask))
+            x = x + block.mlp(block.mlp_norm(x))
+        return x
+
+    def _step(self, b: StepBuffers, cfg: DenoiseConfig, k: int, final: bool) -> None:
+        B, L = b.span.shape
+        conf, token = pick_tokens(self.model.logits(self._forward(b)).flatten(0, 1), banned=cfg.banned)
+        confidence = conf.view(B, L).masked_fill(~b.masked, NEG_INF)
+        proposal = torch.where(b.masked, token.view(B, L), b.span)
+        b.steps_run += b.masked.any()
+        commit_step(b.span, b.masked, confidence, proposal, k, cfg, final, self.eom_id, self.pad_id)
+
+    def _run(self, b: StepBuffers, cfg: DenoiseConfig, k: int, final: bool) -> None:
+        if not self.graphs:
+            self._step(b, cfg, k, final)
+            return
+        key = (0 if final else k, final)
+        graph = b.graphs.get(key)
+        if graph is None:
+            graph = b.graphs[key] = self._capture(b, lambda: self._step(b, cfg, k, final))
+        graph.replay()
+
+    def _capture(self, b: StepBuffers, step: Callable[[], None]) -> "torch.cuda.CUDAGraph":
+        """Warm the step up on a side stream (Triton compiles, cuBLAS picks its kernels), capture it,
+        then restore the state the warm-up advanced. All graphs share one memory pool: they never
+        run concurrently and keep nothing in it between replays."""
+        state = (b.span, b.masked, b.steps_run)
+        saved = [t.clone() for t in state]
+        side = torch.cuda.Stream(self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream(self.device).wait_stream(side)
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            step()
+        for t, s in zip(state, saved):
+            t.copy_(s)
+        return graph
