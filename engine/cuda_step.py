@@ -27,6 +27,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from . import kernels
 from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, commit_schedule, commit_step, pick_tokens
 from .model import SpanfillModel
 
@@ -55,7 +56,9 @@ class StaticSpanDenoiser:
         self.model = model
         self.mask_id, self.eom_id, self.pad_id = mask_id, eom_id, pad_id
         self.device = model.embed.weight.device
-        self.graphs = self.device.type == "cuda" if graphs is None else graphs
+        if graphs is None:   # capture needs the kernels: the torch pick copies its banned ids to the GPU
+            graphs = self.device.type == "cuda" and kernels.enabled_for(model.embed.weight)
+        self.graphs = graphs
         self._kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._arange: torch.Tensor | None = None
         self._buckets: dict[tuple, StepBuffers] = {}

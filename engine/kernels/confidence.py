@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-BLOCK_V = 1024
+BLOCK_V = 1024   # vocabulary ids per iteration
+BLOCK_B = 16     # banned ids compared per inner iteration
 
 
 @triton.jit
@@ -22,15 +23,17 @@ def confidence_argmax_kernel(logits_ptr, row_stride, banned_ptr, n_banned, conf_
     row = tl.program_id(0)
     base = logits_ptr + row.to(tl.int64) * row_stride
     b = tl.arange(0, BLOCK_B)
-    banned = tl.load(banned_ptr + b, mask=b < n_banned, other=-1)
     lane_max = tl.full([BLOCK_V], float("-inf"), tl.float32)
     lane_sum = tl.zeros([BLOCK_V], tl.float32)
     lane_arg = tl.zeros([BLOCK_V], tl.int32)
     for start in range(0, V, BLOCK_V):
         offs = start + tl.arange(0, BLOCK_V)
         x = tl.load(base + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
-        is_banned = tl.sum((offs[:, None] == banned[None, :]).to(tl.int32), axis=1) > 0
-        x = tl.where(is_banned, float("-inf"), x)
+        hits = tl.zeros([BLOCK_V], tl.int32)
+        for b_start in range(0, n_banned, BLOCK_B):   # usually one pass: a handful of control tokens
+            banned = tl.load(banned_ptr + b_start + b, mask=b_start + b < n_banned, other=-1)
+            hits += tl.sum((offs[:, None] == banned[None, :]).to(tl.int32), axis=1)
+        x = tl.where(hits > 0, float("-inf"), x)
         new_max = tl.maximum(lane_max, x)
         shift = tl.where(new_max == float("-inf"), 0.0, new_max)   # a lane with nothing yet stays 0, not NaN
         lane_sum = lane_sum * tl.exp(lane_max - shift) + tl.exp(x - shift)
@@ -53,7 +56,6 @@ def launch(logits: torch.Tensor, banned: torch.Tensor) -> tuple[torch.Tensor, to
     conf = torch.empty(M, dtype=torch.float32, device=logits.device)
     token = torch.empty(M, dtype=torch.int64, device=logits.device)
     if M:
-        block_b = triton.next_power_of_2(max(banned.numel(), 2))
         confidence_argmax_kernel[(M,)](logits, logits.stride(0), banned, banned.numel(), conf, token, V,
-                     BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)), BLOCK_B=block_b)
+                     BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)), BLOCK_B=BLOCK_B)
     return conf, token

@@ -46,7 +46,7 @@ def reference_pick(logits: torch.Tensor, banned):
 
 
 @pytest.mark.parametrize("vocab", [1000, 1031, 2 * 1024 + 1, 97])   # not a multiple of the 1024 block, one below it
-@pytest.mark.parametrize("banned", [None, [0, 3, 5, 96]])
+@pytest.mark.parametrize("banned", [None, [0, 3, 5, 96], list(range(1, 40, 2))])   # the last: two chunks of 16
 def test_confidence_argmax_matches_pick_tokens(device, vocab, banned):
     logits = random_logits(13, vocab, seed=vocab)
     if banned:   # make banned ids the largest logits, so a kernel that ignores the list fails
