@@ -132,13 +132,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="", help="model directory (default: the shipped model)")
     parser.add_argument("--out", type=Path, default=Path(__file__).with_name("ghost-text.png"))
     parser.add_argument("--backend", default="native", choices=["native", "ghost"])
+    parser.add_argument("--source", type=Path, help="Python file to show instead of the built-in example; "
+                        "the cursor goes to the end of its last line")
     args = parser.parse_args(argv)
     if not shutil.which("tmux"):
         sys.exit("tmux is needed: apt-get install tmux")
 
     work = Path(tempfile.mkdtemp(prefix="spanfill-shot-"))
-    file = work / "words.py"
-    file.write_text(EXAMPLE + SUFFIX)
+    before, after = (args.source.read_text().rstrip("\n"), "\n") if args.source else (EXAMPLE, SUFFIX)
+    file = work / (args.source.name if args.source else "words.py")
+    file.write_text(before + after)
     env = {
         "SPANFILL_PLUGIN": str(PLUGIN), "SPANFILL_CMD": str(BIN / "spanfill"),
         "SPANFILL_MODEL": str(Path(args.model).resolve()) if args.model else "",
@@ -158,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         while not socket.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
         driver.wait(lambda: (s := driver.probe("state"))["attached"] and s["initialized"], 60, "the client")
-        row = EXAMPLE.count("\n") + 1
+        row = before.count("\n") + 1
         driver.send(f"<Esc>{row}GA")
-        ghost = driver.wait(lambda: driver.probe("ghost"), 120, "ghost text")
+        ghost = driver.wait(lambda: driver.probe("ghost"), 60, "ghost text (a model may also have nothing to say here)")
         time.sleep(0.5)                                   # let the screen settle
         print(f"ghost text: {ghost['text']!r}")
         pane = tmux("capture-pane", "-e", "-p", "-t", "shot")
