@@ -19,9 +19,10 @@ from lsprotocol import types
 from spanfill.engine import CompletionRequest
 
 from .cache import Suggestion
-from .documents import LINE_BREAK, Document, PositionError
+from .context import Context
+from .documents import Document, PositionError
 from .postprocess import Cursor, finish, to_lf
-from .scheduler import EngineUnavailable
+from .scheduler import EngineUnavailable, Ticket
 from .session import Session
 
 log = logging.getLogger(__name__)
@@ -59,10 +60,10 @@ def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int]:
     return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text)
 
 
-def _request(session: Session, prefix: str, suffix: str, snippets, n: int) -> CompletionRequest:
+def _request(session: Session, ctx: Context, n: int) -> CompletionRequest:
     s = session.settings
     sampled = n > 1
-    return CompletionRequest(prefix=to_lf(prefix), suffix=to_lf(suffix), snippets=snippets,
+    return CompletionRequest(prefix=to_lf(ctx.prefix), suffix=to_lf(ctx.suffix), snippets=ctx.snippets,
                              span_length=s.span_length, steps=s.steps, rule=s.rule, threshold=s.threshold,
                              n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,
                              top_p=SAMPLING_TOP_P if sampled else 1.0, seed=0, cut=False)
@@ -72,10 +73,15 @@ def _unique(texts) -> list[str]:
     return list(dict.fromkeys(t for t in texts if t))
 
 
-async def suggest(session: Session, query: Query) -> Answer | None:
-    started = time.perf_counter()
-    stats = session.stats
-    stats.requests += 1
+@dataclass(frozen=True)
+class _Located:
+    doc: Document          # the open document
+    view: Document         # what the model sees (the popup entry spliced in, if any)
+    offset: int            # cursor offset in `view`
+    range: types.Range     # what the answer replaces, in client units
+
+
+def _locate(session: Session, query: Query) -> _Located | None:
     doc = session.documents.get(query.uri)
     if doc is None:
         log.warning("completion requested for %s, which is not open; send didOpen first", query.uri)
@@ -88,59 +94,73 @@ async def suggest(session: Session, query: Query) -> Answer | None:
     except PositionError as err:
         log.warning("completion request ignored: %s", err)
         return None
-    replace = query.selected.range if query.selected else types.Range(
-        doc.position_at(offset, encoding), doc.position_at(offset, encoding))
-    eol = (m.group() if (m := LINE_BREAK.search(doc.text)) else "\n")
+    if query.selected is not None:
+        return _Located(doc, view, offset, query.selected.range)
+    cursor = doc.position_at(offset, encoding)
+    return _Located(doc, view, offset, types.Range(cursor, cursor))
 
-    def answer(texts: list[str], from_cache: bool) -> Answer:
-        stats.latency_ms.append((time.perf_counter() - started) * 1e3)
-        head = query.selected.text if query.selected else ""
-        texts = [head + t for t in texts[:query.candidates]]
-        return Answer(texts, replace, [stats.issue_id() for _ in texts], from_cache)
 
+async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Located) -> list[str] | None:
+    """Debounce, build the context, run the engine, post-process; None when superseded or refused."""
+    stats = session.stats
+    if query.debounce and session.settings.debounce_ms:
+        await asyncio.sleep(session.settings.debounce_ms / 1e3)
+    if ticket.cancelled():
+        stats.superseded += 1
+        return None
+    try:
+        engine = await session.scheduler.ready_engine()
+    except EngineUnavailable as err:
+        log.warning("no completion: %s", err)
+        return None
+    ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
+    try:
+        result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates))
+    except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
+        stats.errors += 1
+        log.warning("spanfill: the engine could not complete: %s", err)
+        return None
+    if result is not None:
+        stats.record_engine(result.context_tokens, result.reused_tokens, result.timings.total_ms)
+    if result is None or result.cancelled:
+        stats.superseded += 1
+        return None
+    cursor = Cursor(ctx.prefix, ctx.suffix)
+    texts = [t.replace("\n", at.doc.eol) for t in _unique(finish(raw, cursor) for raw in result.texts)]
+    session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,
+                                              tuple(texts)))
+    if ticket.cancelled():         # finished, but a newer request took over: it may type through this
+        stats.superseded += 1
+        return None
+    return texts
+
+
+async def suggest(session: Session, query: Query) -> Answer | None:
+    started = time.perf_counter()
+    stats = session.stats
+    stats.requests += 1
+    at = _locate(session, query)
+    if at is None:
+        return None
     ticket = session.scheduler.begin(query.uri)
     try:
-        cached = session.cache.lookup(query.uri, view.text, offset)
-        if cached is not None:
+        texts = session.cache.lookup(query.uri, at.view.text, at.offset)
+        from_cache = texts is not None
+        if from_cache:
             stats.cache_hits += 1
-            return answer(cached, from_cache=True)
-        if query.debounce and session.settings.debounce_ms:
-            await asyncio.sleep(session.settings.debounce_ms / 1e3)
-        if ticket.cancelled():
-            stats.superseded += 1
-            return None
-        try:
-            engine = await session.scheduler.ready_engine()
-        except EngineUnavailable as err:
-            log.warning("no completion: %s", err)
-            return None
-        ctx = session.context_builder(engine).build(view, offset, session.documents.recent_others(query.uri))
-        request = _request(session, ctx.prefix, ctx.suffix, ctx.snippets, query.candidates)
-        try:
-            result = await session.scheduler.complete(ticket, request)
-        except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
-            stats.errors += 1
-            log.warning("spanfill: the engine could not complete: %s", err)
-            return None
-        if result is not None:
-            stats.record_engine(result.context_tokens, result.reused_tokens, result.timings.total_ms)
-        if result is None or result.cancelled:
-            stats.superseded += 1
-            return None
-        cursor = Cursor(ctx.prefix, ctx.suffix)
-        texts = _unique(finish(raw, cursor) for raw in result.texts)
-        texts = [t.replace("\n", eol) for t in texts]
-        session.cache.store(query.uri, Suggestion(offset, len(view.text) - offset, ctx.prefix, ctx.suffix,
-                                                  tuple(texts)))
-        if ticket.cancelled():         # finished, but a newer request took over: it may type through this
-            stats.superseded += 1
-            return None
-        return answer(texts, from_cache=False)
+        else:
+            texts = await _from_engine(session, query, ticket, at)
+            if texts is None:
+                return None
     except asyncio.CancelledError:
         stats.cancelled += 1
         raise
     finally:
         session.scheduler.end(ticket)
+    stats.latency_ms.append((time.perf_counter() - started) * 1e3)
+    head = query.selected.text if query.selected else ""
+    texts = [head + t for t in texts[:query.candidates]]
+    return Answer(texts, at.range, [stats.issue_id() for _ in texts], from_cache)
 
 
 def _accept_command(sid: str) -> types.Command:

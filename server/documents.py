@@ -63,6 +63,15 @@ class Document:
             self._starts = [0] + [m.end() for m in LINE_BREAK.finditer(self.text)]
         return self._starts
 
+    @property
+    def eol(self) -> str:
+        """The document's line ending (its first line break), "\\n" for a one-line document."""
+        starts = self.line_starts
+        if len(starts) < 2:
+            return "\n"
+        brk = self.text[max(0, starts[1] - 2):starts[1]]
+        return "\r\n" if brk == "\r\n" else brk[-1]
+
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.line_starts, offset) - 1
 

@@ -72,14 +72,14 @@ class SpanfillServer(LanguageServer):
             self.warn_user(problem)
         return previous
 
-    def _can(self, *path: str) -> bool:
+    def client_supports(self, *path: str) -> bool:
         node = self.client_capabilities
         for name in path:
             node = getattr(node, name, None)
         return bool(node)
 
     async def _progress_token(self) -> str | None:
-        if not self._can("window", "work_done_progress"):
+        if not self.client_supports("window", "work_done_progress"):
             return None
         token = f"spanfill/load/{next(self._progress_ids)}"
         try:
@@ -120,7 +120,7 @@ class SpanfillServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_COMPLETION)(on_completion)
         if not dynamic:
             return
-        if not self._can("text_document", "completion", "dynamic_registration"):
+        if not self.client_supports("text_document", "completion", "dynamic_registration"):
             self.warn_user("spanfill: completionFallback takes effect after the editor restarts the server")
             return
         await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
@@ -148,7 +148,7 @@ async def on_initialized(ls: SpanfillServer, params: types.InitializedParams) ->
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurationParams) -> None:
     raw = params.settings
-    if not raw and ls._can("workspace", "configuration"):   # pull-model clients send an empty change
+    if not raw and ls.client_supports("workspace", "configuration"):   # pull-model clients send an empty change
         raw = (await ls.workspace_configuration_async(types.ConfigurationParams(
             items=[types.ConfigurationItem(section=SECTION)])))[0]
     previous = ls.update_settings(raw)

@@ -119,28 +119,28 @@ def drop_closed_brackets(text: str, cur: Cursor) -> str:
     return text
 
 
-def _block_indent(cur: Cursor) -> int:
-    """Indentation width that a line typed at the cursor belongs to."""
-    line = cur.line_before
-    if line.strip():
-        return width(indent_of(line)) + (INDENT_UNIT if line.rstrip().endswith(BLOCK_OPENERS) else 0)
+def _blank_line_indent(cur: Cursor) -> int:
+    """Indentation width for a line started at a blank cursor line: what is typed, or one unit
+    deeper than the line above when that line opens a block."""
+    typed = width(cur.line_before)
     for above in reversed(cur.before.split("\n")[:-1]):
         if above.strip():
-            opener = above.rstrip().endswith(BLOCK_OPENERS)
-            return max(width(line), width(indent_of(above)) + (INDENT_UNIT if opener else 0))
-    return width(line)
+            deeper = INDENT_UNIT if above.rstrip().endswith(BLOCK_OPENERS) else 0
+            return max(typed, width(indent_of(above)) + deeper)
+    return typed
 
 
 def keep_block_indentation(text: str, cur: Cursor) -> str:
+    """At a blank line, drop indentation the model adds beyond the block's; then end the
+    completion at the first line that dedents out of the cursor's block; then use the
+    document's tabs-or-spaces style."""
     lines = text.split("\n")
     if not cur.line_before.strip():
-        # the user already typed indentation: drop what the model adds beyond the block's
-        excess = width(cur.line_before) + width(indent_of(lines[0])) - _block_indent(cur)
+        lead = indent_of(lines[0])
+        excess = width(cur.line_before) + width(lead) - _blank_line_indent(cur)
         if excess > 0:
-            lead = indent_of(lines[0])
             lines[0] = lead.expandtabs(INDENT_UNIT)[min(excess, width(lead)):] + lines[0][len(lead):]
-    floor = width(indent_of(cur.line_before + lines[0])) if not cur.line_before.strip() \
-        else width(indent_of(cur.line_before))
+    floor = width(indent_of(cur.line_before + lines[0]))
     for i in range(1, len(lines)):
         if lines[i].strip() and width(indent_of(lines[i])) < floor:
             lines = lines[:i]
