@@ -4,40 +4,34 @@ local M = {}
 
 local new_api = vim.fn.has("nvim-0.11") == 1
 
+--- `client:name(...)` on 0.11+, `client.name(...)` on 0.10 (for request, notify, cancel_request,
+--- stop, is_stopped: the 0.10 client kept those as closures over itself).
+local function call(client, name, ...)
+  if new_api then
+    return client[name](client, ...)
+  end
+  return client[name](...)
+end
+
 ---@return boolean ok, integer? request_id
 function M.request(client, method, params, handler, bufnr)
-  if new_api then
-    return client:request(method, params, handler, bufnr)
-  end
-  return client.request(method, params, handler, bufnr)
+  return call(client, "request", method, params, handler, bufnr)
 end
 
 function M.notify(client, method, params)
-  if new_api then
-    return client:notify(method, params)
-  end
-  return client.notify(method, params)
+  return call(client, "notify", method, params)
 end
 
 function M.cancel_request(client, id)
-  if new_api then
-    return client:cancel_request(id)
-  end
-  return client.cancel_request(id)
+  return call(client, "cancel_request", id)
 end
 
 function M.stop(client, force)
-  if new_api then
-    return client:stop(force)
-  end
-  return client.stop(force)
+  return call(client, "stop", force)
 end
 
 function M.is_stopped(client)
-  if new_api then
-    return client:is_stopped()
-  end
-  return client.is_stopped()
+  return call(client, "is_stopped")
 end
 
 --- Run the server command an item carries (LSP `InlineCompletionItem.command`) after accepting it.
