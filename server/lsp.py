@@ -59,6 +59,7 @@ class SpanfillServer(LanguageServer):
         super().__init__("spanfill", "0.1.0", protocol_cls=SpanfillProtocol)
         self.session = Session()
         self._progress_ids = itertools.count(1)
+        self._loaded: Settings | None = None       # the settings the serving model was loaded with
 
     def warn_user(self, message: str) -> None:
         log.warning("%s", message)
@@ -100,15 +101,17 @@ class SpanfillServer(LanguageServer):
                 title="spanfill", message=f"loading {name} on {settings.device}"))
         try:
             engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype)
+            self._loaded = settings
             done = "model ready: {model} ({device}, {dtype}, {params:,} parameters)".format(**engine.info)
             log.info("%s", done)
         except Exception as err:
             done = f"spanfill: could not load model {name}: {err}"
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=done))
             log.error("%s", done)
-            if self.session.scheduler.engine is not None:   # keep serving with the model we have
-                old = self.session.scheduler.engine.info
-                self.session.settings = dataclasses.replace(self.session.settings, model=old["model"])
+            if self._loaded is not None:   # keep serving with the model we have, and say so in the settings
+                old = self._loaded
+                self.session.settings = dataclasses.replace(self.session.settings, model=old.model,
+                                                            device=old.device, dtype=old.dtype)
         if token:
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
 
