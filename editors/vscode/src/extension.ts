@@ -102,7 +102,8 @@ class Spanfill implements vscode.Disposable {
     };
     const client = new LanguageClient(SECTION, "spanfill", serverOptions, clientOptions);
     client.onDidChangeState((event) => {
-      if (event.newState === State.Stopped) {
+      // Only a stop we did not ask for (a crash): stop() has already forgotten the client.
+      if (event.newState === State.Stopped && this.client === client) {
         this.statusItem.text = "$(circle-slash) spanfill";
         this.statusItem.tooltip = "spanfill: server stopped. Run `spanfill: Restart server` or `spanfill: Show log`.";
       }
