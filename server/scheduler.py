@@ -10,7 +10,6 @@ reading messages (and cancellations) while the model runs.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -18,7 +17,6 @@ from functools import partial
 
 from spanfill.engine import CancelledError, CompletionRequest, CompletionResult, Engine
 
-log = logging.getLogger(__name__)
 
 
 class EngineUnavailable(RuntimeError):

@@ -22,19 +22,27 @@ def tok(tiny_model):
     return Tokenizer.from_file(tiny_model / "tokenizer.json")
 
 
-def make_session(tok, **engine_args):
-    session = Session(Settings(debounce_ms=0))
-    engine = FakeEngine(tok, **engine_args)
-    session.scheduler.engine, session.scheduler.state = engine, "ready"
-    session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE))
-    return session, engine
+@pytest.fixture
+def make_session(tok):
+    """A session with an open document and a fake engine built with the given arguments."""
+    sessions = []
+
+    def make(**engine_args):
+        session = Session(Settings(debounce_ms=0))
+        engine = FakeEngine(tok, **engine_args)
+        session.scheduler.engine, session.scheduler.state = engine, "ready"
+        session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE))
+        sessions.append(session)
+        return session, engine
+
+    yield make
+    for session in sessions:
+        session.scheduler.close()
 
 
 @pytest.fixture
-def setup(tok):
-    session, engine = make_session(tok)
-    yield session, engine
-    session.scheduler.close()
+def setup(make_session):
+    return make_session()
 
 
 def type_text(session, position: types.Position, text: str, version: int) -> None:
@@ -59,12 +67,11 @@ async def test_completion_in_a_function_body_has_the_cursor_range(setup):
     assert item.insert_text == "return a + b" and item.command.arguments == answer.ids
 
 
-async def test_invoked_asks_for_several_sampled_candidates(tok):
-    session, engine = make_session(tok, texts=("return a + b", "return b + a", "return a + b"))
+async def test_invoked_asks_for_several_sampled_candidates(make_session):
+    session, engine = make_session(texts=("return a + b", "return b + a", "return a + b"))
     answer = await suggest(session, query(candidates=3))
     assert answer.texts == ["return a + b", "return b + a"]          # duplicates collapse
     assert engine.calls[0].n == 3 and engine.calls[0].temperature > 0
-    session.scheduler.close()
 
 
 async def test_typing_through_a_suggestion_is_served_from_the_cache(setup):
@@ -91,19 +98,18 @@ async def test_selected_popup_entry_is_extended(setup):
     assert answer.texts == ["mathreturn a + b"] and answer.range == sel.range
 
 
-async def test_newest_request_wins_during_debounce(tok):
-    session, engine = make_session(tok)
+async def test_newest_request_wins_during_debounce(make_session):
+    session, engine = make_session()
     session.settings = Settings(debounce_ms=50)
     first = asyncio.create_task(suggest(session, query(debounce=True)))
     await asyncio.sleep(0.01)
     second = asyncio.create_task(suggest(session, query(debounce=True)))
     assert await first is None and (await second).texts == ["return a + b"]
     assert len(engine.calls) == 1 and session.stats.superseded == 1
-    session.scheduler.close()
 
 
-async def test_superseded_while_queued_never_reaches_the_engine(tok):
-    session, engine = make_session(tok, steps=5, step_s=0.05)
+async def test_superseded_while_queued_never_reaches_the_engine(make_session):
+    session, engine = make_session(steps=5, step_s=0.05)
     other = "file:///w/other.py"
     session.documents.open(types.TextDocumentItem(other, "python", 1, "def f():\n    \n"))
     busy = asyncio.create_task(suggest(session, Query(other, types.Position(1, 4), 1, False)))
@@ -113,21 +119,19 @@ async def test_superseded_while_queued_never_reaches_the_engine(tok):
     newest = asyncio.create_task(suggest(session, query()))
     assert await queued is None and (await newest).texts == ["return a + b"] and await busy
     assert len(engine.calls) == 2                      # busy and newest; queued was dropped
-    session.scheduler.close()
 
 
-async def test_running_request_stops_between_steps_when_superseded(tok):
-    session, engine = make_session(tok, steps=20, step_s=0.02)
+async def test_running_request_stops_between_steps_when_superseded(make_session):
+    session, engine = make_session(steps=20, step_s=0.02)
     first = asyncio.create_task(suggest(session, query()))
     await asyncio.to_thread(engine.running.wait, 2)
     second = asyncio.create_task(suggest(session, query()))
     assert await first is None and (await second).texts
     assert engine.stopped_at and engine.stopped_at[0] < 20
-    session.scheduler.close()
 
 
-async def test_client_cancel_stops_the_engine(tok):
-    session, engine = make_session(tok, steps=20, step_s=0.02)
+async def test_client_cancel_stops_the_engine(make_session):
+    session, engine = make_session(steps=20, step_s=0.02)
     task = asyncio.create_task(suggest(session, query()))
     await asyncio.to_thread(engine.running.wait, 2)
     task.cancel()
@@ -138,7 +142,6 @@ async def test_client_cancel_stops_the_engine(tok):
             break
         await asyncio.sleep(0.01)
     assert session.stats.cancelled == 1 and engine.stopped_at[0] < 20
-    session.scheduler.close()
 
 
 async def test_bad_requests_get_no_answer_and_no_engine_call(setup):
@@ -156,17 +159,15 @@ async def test_character_past_the_line_end_means_the_line_end(setup):
     assert answer.range.start == CURSOR
 
 
-async def test_crlf_documents_get_crlf_insert_text(tok):
-    session, engine = make_session(tok, texts=("total = a + b\n    return total",))
+async def test_crlf_documents_get_crlf_insert_text(make_session):
+    session, engine = make_session(texts=("total = a + b\n    return total",))
     session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE.replace("\n", "\r\n")))
     answer = await suggest(session, query())
     assert answer.texts == ["total = a + b\r\n    return total"]
     assert "\r" not in engine.calls[0].prefix
-    session.scheduler.close()
 
 
-async def test_a_request_the_engine_refuses_is_logged_and_answered_empty(tok, caplog):
-    session, engine = make_session(tok, error=ValueError("span_length=300 is out of range; use 1..256"))
+async def test_a_request_the_engine_refuses_is_logged_and_answered_empty(make_session, caplog):
+    session, engine = make_session(error=ValueError("span_length=300 is out of range; use 1..256"))
     assert await suggest(session, query()) is None
     assert session.stats.errors == 1 and "span_length=300" in caplog.text
-    session.scheduler.close()
