@@ -18,7 +18,6 @@ from functools import partial
 from spanfill.engine import CancelledError, CompletionRequest, CompletionResult, Engine
 
 
-
 class EngineUnavailable(RuntimeError):
     """No model is loaded (it failed to load, or loading has not started)."""
 
