@@ -16,11 +16,10 @@ capture the step, not the model):
   a deadline does too, since wall-clock time only means something once the GPU has caught up.
 
 Only greedy decoding (temperature 0) takes this path; sampling stays on `denoise`. With graphs=False
-(the default off CUDA) the same code runs eagerly, which is how the tests hold it to `denoise` on CPU.
+(the default off CUDA or without Triton) the same code runs eagerly, which is how the tests hold it to `denoise` on CPU.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels
-from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, commit_schedule, commit_step, pick_tokens
+from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, StepPlan, commit_step, pick_tokens
 from .model import SpanfillModel
 
 CONTEXT_ROUND = 128
@@ -52,6 +51,9 @@ class StepBuffers:
 
 
 class StaticSpanDenoiser:
+    """Greedy span denoising against a static context buffer, one bucket of buffers (and graphs) per
+    shape. Holds GPU state between requests, so one thread owns it, as it owns the Engine."""
+
     def __init__(self, model: SpanfillModel, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None):
         self.model = model
         self.mask_id, self.eom_id, self.pad_id = mask_id, eom_id, pad_id
@@ -72,22 +74,13 @@ class StaticSpanDenoiser:
                 cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
         """`denoise.denoise` for greedy decoding, with the same arguments and results."""
         b = self._prepare(kv, context_len, n, cfg)
-        schedule = commit_schedule(cfg.span_length, cfg.steps)
+        plan = StepPlan(cfg.span_length, cfg.steps, deadline, cancelled)
         poll = cfg.rule == "threshold" or deadline is not None    # reading `masked` waits for the GPU
-        deadline_hit = was_cancelled = False
-        for step, k in enumerate(schedule):
-            if step and poll and not b.masked.any():
-                break
-            if cancelled is not None and cancelled():
-                was_cancelled = True
-                break
-            final = step == len(schedule) - 1
-            if deadline is not None and time.perf_counter() >= deadline:
-                final = deadline_hit = True
+        for k, final in plan:
             self._run(b, cfg, k, final)
-            if final:
+            if final or (poll and not b.masked.any()):
                 break
-        return DenoiseOutput(b.span.clone(), int(b.steps_run), deadline_hit, was_cancelled)
+        return DenoiseOutput(b.span.clone(), int(b.steps_run), plan.deadline_hit, plan.was_cancelled)
 
     # ---- static state ----------------------------------------------------------------------------
     def _prepare(self, kv, context_len: int, n: int, cfg: DenoiseConfig) -> StepBuffers:

@@ -105,6 +105,28 @@ def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tens
     truncate_after_eom(span, masked, eom, pad)
 
 
+class StepPlan:
+    """The steps of one request as (k, final) pairs: commit k positions, or everything left when final
+    (the last step, or the deadline has passed). Iteration stops when `cancelled()` turns true;
+    afterwards `deadline_hit` and `was_cancelled` say what happened."""
+
+    def __init__(self, span_length: int, steps: int, deadline: float | None = None,
+                 cancelled: Callable[[], bool] | None = None):
+        self.schedule = commit_schedule(span_length, steps)
+        self.deadline, self.cancelled = deadline, cancelled
+        self.deadline_hit = self.was_cancelled = False
+
+    def __iter__(self):
+        for step, k in enumerate(self.schedule):
+            if self.cancelled is not None and self.cancelled():
+                self.was_cancelled = True
+                return
+            final = step == len(self.schedule) - 1
+            if self.deadline is not None and time.perf_counter() >= self.deadline:
+                final = self.deadline_hit = True
+            yield k, final
+
+
 @dataclass
 class DenoiseOutput:
     span: torch.Tensor     # [B, L] committed tokens
@@ -121,15 +143,9 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     L = cfg.span_length
     span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
     masked = torch.ones(n, L, dtype=torch.bool, device=device)
-    schedule = commit_schedule(L, cfg.steps)
-    steps_run, deadline_hit, was_cancelled = 0, False, False
-    for step, k in enumerate(schedule):
-        if cancelled is not None and cancelled():
-            was_cancelled = True
-            break
-        final = step == len(schedule) - 1
-        if deadline is not None and time.perf_counter() >= deadline:
-            final = deadline_hit = True
+    plan = StepPlan(L, cfg.steps, deadline, cancelled)
+    steps_run = 0
+    for k, final in plan:
         hidden = model.span_step(span, context_len, kv)             # [n, L, D]
         steps_run += 1
         conf_m, token_m = pick_tokens(model.logits(hidden[masked]), cfg.temperature, cfg.top_p, generator, cfg.banned)
@@ -140,7 +156,7 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
         commit_step(span, masked, confidence, proposal, k, cfg, final, eom_id, pad_id)
         if final or not masked.any():
             break
-    return DenoiseOutput(span, steps_run, deadline_hit, was_cancelled)
+    return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 
 
 def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
