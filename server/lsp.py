@@ -123,12 +123,16 @@ class SpanfillServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_COMPLETION)(on_completion)
         if not dynamic:
             return
+        restart = "spanfill: completionFallback takes effect after the editor restarts the server"
         if not self.client_supports("text_document", "completion", "dynamic_registration"):
-            self.warn_user("spanfill: completionFallback takes effect after the editor restarts the server")
+            self.warn_user(restart)
             return
-        await self.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-            id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
-            register_options=types.CompletionRegistrationOptions(document_selector=None))]))
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[
+                types.Registration(id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
+                                   register_options=types.CompletionRegistrationOptions(document_selector=None))]))
+        except Exception as err:   # the client refused after all
+            self.warn_user(f"{restart} (client/registerCapability failed: {err})")
 
 
 server = SpanfillServer()
