@@ -5,8 +5,14 @@
 #   editors/build.sh            -> editors/vscode/spanfill-<version>.vsix
 #
 # Needs Node >= 20 and npm. With a warm npm cache (~/.npm) no network is used.
+# When <repo>/.venv/bin/spanfill exists (after `make install`), the unit tests include a contract
+# test against the real server (src/test/server.test.ts); SPANFILL_SERVER overrides the path.
 set -euo pipefail
 cd "$(dirname "$0")/vscode"
+if [ -z "${SPANFILL_SERVER:-}" ] && [ -x ../../.venv/bin/spanfill ]; then
+    SPANFILL_SERVER="$(cd ../.. && pwd)/.venv/bin/spanfill"
+    export SPANFILL_SERVER
+fi
 
 major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 if [ "$major" -lt 20 ]; then
