@@ -54,8 +54,9 @@ def engine_rows(engine: Engine, spans, steps, repeats: int) -> list[dict]:
         results = []
         ms = timed(lambda: results.append(engine.complete(req)), repeats)
         last = results[-1]
-        row = {**labels, **summary(ms), "denoise_median_ms": round(statistics.median(r.timings.denoise_ms for r in results), 3),
-               "steps_run": last.steps_run, "context_tokens": last.context_tokens}
+        denoise_ms = statistics.median(r.timings.denoise_ms for r in results)
+        row = {**labels, **summary(ms), "denoise_median_ms": round(denoise_ms, 3), "steps_run": last.steps_run,
+               "context_tokens": last.context_tokens}
         print(json.dumps(row), flush=True)
         return row
 
@@ -106,10 +107,11 @@ def main(argv=None) -> int:
     if engine.static_denoiser is None or not engine.static_denoiser.graphs:
         print("gpu_sweep: the engine is not using CUDA graphs (is triton importable?)", file=sys.stderr)
     sp = engine.tokenizer.special
+    banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]   # the engine's diffusion ban list
     payload = {"machine": machine(), "model": "shipped" if shipped else "random weights, small config",
                "engine": engine.info, "repeats": args.repeats,
                "engine_rows": engine_rows(engine, (16, 32, 64), (1, 2, 4, 8), args.repeats),
-               "kernel_rows": kernel_rows(engine.model.cfg.vocab_size, [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle])}
+               "kernel_rows": kernel_rows(engine.model.cfg.vocab_size, banned)}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "gpu_latency.json"
     path.write_text(json.dumps(payload, indent=2) + "\n")

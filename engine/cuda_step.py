@@ -16,7 +16,8 @@ capture the step, not the model):
   a deadline does too, since wall-clock time only means something once the GPU has caught up.
 
 Only greedy decoding (temperature 0) takes this path; sampling stays on `denoise`. With graphs=False
-(the default off CUDA or without Triton) the same code runs eagerly, which is how the tests hold it to `denoise` on CPU.
+(the default off CUDA or without Triton) the same code runs eagerly: that is how the tests hold it to
+`denoise` on the CPU, token for token.
 """
 from __future__ import annotations
 

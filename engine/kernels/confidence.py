@@ -57,5 +57,5 @@ def launch(logits: torch.Tensor, banned: torch.Tensor) -> tuple[torch.Tensor, to
     token = torch.empty(M, dtype=torch.int64, device=logits.device)
     if M:
         confidence_argmax_kernel[(M,)](logits, logits.stride(0), banned, banned.numel(), conf, token, V,
-                     BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)), BLOCK_B=BLOCK_B)
+                     BLOCK_V=min(BLOCK_V, triton.next_power_of_2(V)), BLOCK_B=BLOCK_B, num_warps=8)
     return conf, token
