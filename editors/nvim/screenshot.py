@@ -10,6 +10,7 @@ Needs tmux and Pillow (pip install pillow); not part of the test suite.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     file = work / (args.source.name if args.source else "words.py")
     file.write_text(before + after)
     env = {
-        "SPANFILL_PLUGIN": str(PLUGIN), "SPANFILL_CMD": str(BIN / "spanfill"),
+        "SPANFILL_PLUGIN": str(PLUGIN), "SPANFILL_CMD": json.dumps([str(BIN / "spanfill"), "serve"]),
         "SPANFILL_MODEL": str(Path(args.model).resolve()) if args.model else "",
         "SPANFILL_BACKEND": args.backend, "XDG_STATE_HOME": str(work / "state"),
     }

@@ -27,6 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "editors" / "nvim"
 INIT = Path(__file__).with_name("nvim") / "init.lua"
+FIXED_SERVER = Path(__file__).with_name("nvim") / "fixed_server.py"
 SHIPPED_MODEL = ROOT / "engine" / "default_model" / "model.safetensors"
 BIN = Path(sys.executable).parent
 
@@ -45,6 +46,7 @@ def main(argv):
 # Cursor at the end of the last line (0-based row, byte column): the model writes the loop body.
 ROW = SOURCE.count("\n") - 1
 COL = len(SOURCE.splitlines()[ROW])
+MULTILINE = "\n            print(name, os.path.getsize(name))\n        else:\n            print('missing:', name)"
 
 
 def nvim_binary() -> str:
@@ -152,26 +154,47 @@ def model_dir(tmp_path_factory) -> str:
 
 
 @pytest.fixture(params=["native", "ghost"])
-def editor(request, tmp_path, model_dir):
-    nvim = nvim_binary()
-    if request.param == "native" and nvim_minor(nvim) < 12:
+def backend(request) -> str:
+    if request.param == "native" and nvim_minor(nvim_binary()) < 12:
         pytest.skip("vim.lsp.inline_completion needs Neovim 0.12")
-    server = BIN / "spanfill"
-    assert server.exists(), f"{server} missing: pip install -e . into this environment"
+    return request.param
+
+
+def launch(tmp_path: Path, backend: str, cmd: list[str], model: str = "") -> Nvim:
+    """Neovim on a Python file holding SOURCE, with the plugin starting `cmd` as its server."""
     file = tmp_path / "example.py"
     file.write_text(SOURCE)
     env = {
         **os.environ,
         "SPANFILL_PLUGIN": str(PLUGIN),
-        "SPANFILL_CMD": str(server),
-        "SPANFILL_MODEL": model_dir,
-        "SPANFILL_BACKEND": request.param,
+        "SPANFILL_CMD": json.dumps(cmd),
+        "SPANFILL_MODEL": model,
+        "SPANFILL_BACKEND": backend,
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
-    session = Nvim.start(nvim, tmp_path, env, file)
+    return Nvim.start(nvim_binary(), tmp_path, env, file)
+
+
+@pytest.fixture
+def editor(backend, tmp_path, model_dir):
+    """Neovim with the plugin and the real `spanfill serve`."""
+    server = BIN / "spanfill"
+    assert server.exists(), f"{server} missing: pip install -e . into this environment"
+    session = launch(tmp_path, backend, [str(server), "serve"], model_dir)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+@pytest.fixture
+def fixed_editor(backend, tmp_path):
+    """Neovim with the plugin and a stand-in server that always suggests MULTILINE."""
+    cmd = [sys.executable, str(FIXED_SERVER), str(ROW), str(COL), json.dumps(MULTILINE)]
+    session = launch(tmp_path, backend, cmd)
     try:
         yield session
     finally:
@@ -195,7 +218,9 @@ def server_status(editor: Nvim) -> dict:
     return editor.wait(lambda: editor.probe("status"), 10, "spanfill/status")
 
 
-def test_ghost_text_is_accepted_word_by_word_then_whole(editor):
+def accept_word_then_rest(editor: Nvim) -> str:
+    """Insert mode at the cursor, wait for ghost text, take its first word with Alt-Right and the
+    rest with Tab; checks the buffer after each step and returns the suggestion."""
     state = attached(editor)
     before = state["lines"]
     assert before == SOURCE.split("\n")[:-1]
@@ -223,14 +248,23 @@ def test_ghost_text_is_accepted_word_by_word_then_whole(editor):
     want = insert(before, ROW, COL, suggestion)
     editor.wait(lambda: editor.probe("state")["lines"] == want, 10,
                 f"the buffer to contain the accepted text {suggestion!r}")
+    return suggestion
 
+
+def test_ghost_text_from_the_real_server_is_accepted_word_by_word_then_whole(editor):
+    accept_word_then_rest(editor)
     # Accepting ran the item's spanfill.accept command, which the server counts.
     status = server_status(editor)
     assert status["accepted"] == 1, status
     assert status["model"] and status["device"] == "cpu", status
 
 
-@pytest.mark.parametrize("editor", ["ghost"], indirect=True)
+def test_multi_line_ghost_text_is_drawn_below_and_accepted_across_the_line_break(fixed_editor):
+    # The first word of MULTILINE is its line break and indentation; the rest is on virt_lines.
+    assert accept_word_then_rest(fixed_editor) == MULTILINE
+
+
+@pytest.mark.parametrize("backend", ["ghost"], indirect=True)
 def test_checkhealth_reports_the_running_server(editor):
     attached(editor)
     editor.wait(lambda: server_status(editor)["state"] == "ready", 30, "the model to load")

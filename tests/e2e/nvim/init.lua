@@ -12,7 +12,7 @@ end
 
 local spanfill = require("spanfill")
 spanfill.setup({
-  cmd = { vim.env.SPANFILL_CMD, "serve" },
+  cmd = vim.json.decode(vim.env.SPANFILL_CMD),
   backend = vim.env.SPANFILL_BACKEND,
   settings = settings,
 })
