@@ -1,0 +1,80 @@
+"""Micro-benchmark of the engine: per-step and per-completion latency for T in {1, 2, 4, 8} and for
+AR decoding of the same weights, in one run, context already cached (as while typing).
+
+    python benchmarks/engine_micro.py                # tiny random model (runs anywhere in seconds)
+    python benchmarks/engine_micro.py --model DEFAULT  # the shipped model; or any checkpoint dir
+
+Random weights finish spans at arbitrary points, so with the tiny model <|eom|> and pad are
+suppressed: every completion then runs the full schedule and the figures are pure cost per step.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import summary, timed, write  # noqa: E402
+
+from spanfill.engine import CompletionRequest, Engine  # noqa: E402
+from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX, build_tiny_model  # noqa: E402
+
+
+def suppress_end(engine: Engine) -> None:
+    sp, original = engine.tokenizer.special, engine.model.logits
+
+    def logits(h):
+        out = original(h)
+        out[..., [sp.eom, sp.pad]] = float("-inf")
+        return out
+    engine.model.logits = logits
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="checkpoint dir, or DEFAULT for the shipped model (default: tiny random)")
+    ap.add_argument("--span", type=int, default=32)
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--dtype", default="auto")
+    args = ap.parse_args(argv)
+    if args.model is None:
+        path = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
+        label = "tiny random"
+    else:
+        path = None if args.model == "DEFAULT" else args.model
+        label = args.model
+    engine = Engine.load(path, dtype=args.dtype)
+    if args.model is None:
+        suppress_end(engine)
+    L = args.span
+    ctx = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=1))
+    kv = engine.cache.entries[-1].kv
+    span = torch.full((1, L), engine.tokenizer.special.mask, device=engine.model.embed.weight.device)
+
+    def one_step():
+        with torch.inference_mode():
+            engine.model.logits(engine.model.span_step(span, ctx.context_tokens, kv))
+
+    rows = [{"what": f"span step (L={L}, +logits)", **summary(timed(one_step, args.repeats))}]
+    for mode, steps in [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]:
+        req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode)
+        passes = engine.complete(req).steps_run
+        name = f"completion AR ({passes} tokens)" if mode == "ar" else f"completion T={steps}"
+        rows.append({"what": name, "mode": mode, "steps": steps, "forward_passes": passes,
+                     **summary(timed(lambda: engine.complete(req), args.repeats))})
+    info = engine.info
+    print(f"model: {label} ({info['params'] / 1e6:.2f}M params, {info['dtype']}, {info['device']}), "
+          f"context {ctx.context_tokens} tokens cached, L={L}")
+    for r in rows:
+        print(f"  {r['what']:<34} median {r['median_ms']:8.2f} ms   p95 {r['p95_ms']:8.2f} ms")
+    out = write("engine_micro" + ("" if args.model is None else "_model"), {"model": label, "engine": info, "span_length": L,
+                                                                            "context_tokens": ctx.context_tokens, "rows": rows})
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Engine sweep: latency, tokens/s and exact match for span length L in {16, 32, 64} x steps T in
+{1, 2, 4, 8} and the threshold rule, beside AR decoding of the same weights and Hugging Face
+`generate()` on the Llama export of the same weights, on held-out single-line infill tasks, in one run.
+
+    python benchmarks/engine_sweep.py [--model DIR] [--data data/] [--tasks 100]
+
+spanfill modes are timed with the task's context already in the KV cache (as while typing: the
+server's reuse rate is in the replay benchmark) and also cold for T=4 and AR; `generate()` has no
+cross-request cache, so it is timed cold (prefill + decode) — the cold rows are the like-for-like
+comparison. Writes results/engine_sweep.json and .png.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import RESULTS, percentile, write  # noqa: E402
+
+from spanfill.engine import CompletionRequest, Engine  # noqa: E402
+from spanfill.engine.corpus import read_split  # noqa: E402
+from spanfill.engine.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
+from spanfill.engine.export_llama import export  # noqa: E402
+from spanfill.engine.prompt import context_ids  # noqa: E402
+
+
+def row(name, kind, L, T, results):
+    lat = [r[0] for r in results]
+    toks = [r[1] for r in results]
+    return {"name": name, "kind": kind, "span_length": L, "steps": T, "tasks": len(results),
+            "latency_median_ms": round(statistics.median(lat), 3), "latency_p95_ms": round(percentile(lat, 95), 3),
+            "tokens_per_s": round(sum(toks) / (sum(lat) / 1e3), 1),
+            "exact_match": sum(r[2] for r in results) / len(results),
+            "edit_similarity": sum(r[3] for r in results) / len(results)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
+    ap.add_argument("--data", type=Path, default=Path("data"), help="`spanfill data` output with held_out.jsonl")
+    ap.add_argument("--tasks", type=int, default=100)
+    ap.add_argument("--spans", default="16,32,64")
+    ap.add_argument("--no-hf", action="store_true", help="skip the transformers generate() baseline")
+    args = ap.parse_args(argv)
+    engine = Engine.load(args.model)
+    tok, sp = engine.tokenizer, engine.tokenizer.special
+    spans = [int(x) for x in args.spans.split(",")]
+    tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.tasks, 0, tok, min(spans))
+    configs = []
+    for L in spans:
+        configs += [(f"diffusion L={L} T={T}", "warm", L, T, "diffusion", "fixed") for T in (1, 2, 4, 8)]
+        configs.append((f"diffusion L={L} threshold 0.9", "warm", L, 8, "diffusion", "threshold"))
+        configs.append((f"AR L={L}", "warm", L, None, "ar", "fixed"))
+    configs += [("diffusion L=32 T=4", "cold", 32, 4, "diffusion", "fixed"), ("AR L=32", "cold", 32, None, "ar", "fixed")]
+    llama = None
+    if not args.no_hf:
+        from transformers import LlamaForCausalLM
+        llama_dir = export(args.model, Path(tempfile.mkdtemp()) / "llama")
+        llama = LlamaForCausalLM.from_pretrained(llama_dir, dtype=engine.model.embed.weight.dtype).eval()
+    results: dict[tuple, list] = {}
+    banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+    for i, task in enumerate(tasks):
+        for name, kind, L, T, mode, rule in configs:
+            if kind == "cold":
+                engine.cache.clear()
+            else:
+                engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=L, steps=1))
+            t0 = time.perf_counter()
+            res = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=L, steps=T,
+                                                    mode=mode, rule=rule))
+            ms = (time.perf_counter() - t0) * 1e3
+            text = res.texts[0]
+            results.setdefault((name, kind, L, T), []).append(
+                (ms, len(tok.encode(text)) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
+        if llama is not None:
+            ids = torch.tensor([context_ids(tok, task.prefix, task.suffix, budget=engine.budget).ids])
+            t0 = time.perf_counter()
+            with torch.inference_mode():
+                out = llama.generate(ids, max_new_tokens=32, do_sample=False, eos_token_id=sp.eom,
+                                     suppress_tokens=banned, pad_token_id=sp.pad)
+            ms = (time.perf_counter() - t0) * 1e3
+            gen = out[0, ids.shape[1]:].tolist()
+            gen = gen[:gen.index(sp.eom)] if sp.eom in gen else gen
+            text = tok.decode(gen)
+            results.setdefault(("transformers generate() L=32", "cold", 32, None), []).append(
+                (ms, len(gen) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
+        print(f"\r{i + 1}/{len(tasks)}", end="", file=sys.stderr)
+    print(file=sys.stderr)
+    rows = [row(name, kind, L, T, r) for (name, kind, L, T), r in results.items()]
+    for r in rows:
+        print(f"{r['name']:<32} {r['kind']:<5} p50 {r['latency_median_ms']:8.2f} ms  p95 {r['latency_p95_ms']:8.2f} ms  "
+              f"{r['tokens_per_s']:8.1f} tok/s  EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}")
+    path = write("engine_sweep", {"engine": engine.info, "tasks": len(tasks), "rows": rows,
+                                  "command": "python benchmarks/engine_sweep.py " + " ".join(sys.argv[1:] if argv is None else argv)})
+    plot(rows, RESULTS / "engine_sweep.png")
+    print(f"wrote {path}")
+    return 0
+
+
+def plot(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for r in rows:
+        marker = "s" if "AR" in r["name"] else ("^" if "generate" in r["name"] else "o")
+        ax.scatter(r["latency_median_ms"], r["exact_match"] * 100, marker=marker, alpha=0.8)
+        ax.annotate(f"{r['name']} ({r['kind']})", (r["latency_median_ms"], r["exact_match"] * 100), fontsize=6,
+                    textcoords="offset points", xytext=(4, 3))
+    ax.set_xscale("log")
+    ax.set_xlabel("median latency per completion (ms, log)")
+    ax.set_ylabel("exact match, held-out single-line (%)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
