@@ -65,7 +65,7 @@ class Engine:
         cfg = self.model.cfg
         return {"model": self.name, "device": str(w.device), "dtype": str(w.dtype).replace("torch.", ""),
                 "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
-                "max_context_tokens": cfg.max_context_tokens}
+                "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions}
 
     @property
     def cache_stats(self) -> dict:
@@ -74,7 +74,7 @@ class Engine:
     def warmup(self) -> None:
         """Run each path once so the first user request does not pay for lazy initialisation."""
         for mode in ("diffusion", "ar"):
-            self.complete(CompletionRequest(prefix="def f(x):\n    return ", suffix="\n", mode=mode, span_length=8))
+            self.complete(CompletionRequest(prefix="def f(x):\n    return ", suffix="\n", mode=mode))
         self.cache.clear()
         self.cache.requests = self.cache.reused_tokens = self.cache.encoded_tokens = 0
 

@@ -20,6 +20,7 @@ from .examples import Example
 from .tokenizer import SpecialIds
 
 T_MIN = 1e-3
+CONTEXT_WIDTH_STEP = 64
 
 
 @dataclass
@@ -42,7 +43,9 @@ class Batch:
 def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
                 generator: torch.Generator | None = None) -> Batch:
     B, L = len(examples), span_length
-    C = max(len(e.context) for e in examples)
+    # round the context width up so only a handful of shapes ever occur: oneDNN caches kernels per
+    # shape and the allocator fragments, so free-running widths grow memory by GBs over a run
+    C = -(-max(len(e.context) for e in examples) // CONTEXT_WIDTH_STEP) * CONTEXT_WIDTH_STEP
     S = C + 2 * L
     tokens = torch.full((B, S), special.pad, dtype=torch.long)
     ar_targets = torch.full((B, S), -100, dtype=torch.long)

@@ -13,6 +13,7 @@ import argparse
 import json
 import math
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -119,7 +120,11 @@ def main(argv: list[str] | None = None) -> None:
         gen.manual_seed(args.seed + state["step"])
         print(f"resumed at step {state['step']} ({state['tokens'] / 1e6:.1f}M tokens)", file=sys.stderr)
     span_rng = random.Random(args.seed + state["step"])
-    log = (out / "train_log.jsonl").open("a")
+    log_path = out / "train_log.jsonl"
+    if log_path.exists():  # drop records of steps after the checkpoint we resumed from
+        kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
+        log_path.write_text("".join(line + "\n" for line in kept))
+    log = log_path.open("a")
     start = last_save = time.time()
     seconds_before = state["seconds"]
 
@@ -129,7 +134,9 @@ def main(argv: list[str] | None = None) -> None:
         save_model(out, model, tok)
         save_train_state(out, opt, state)
 
-    while state["step"] < args.total_steps:
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))   # save, then exit
+    while state["step"] < args.total_steps and not stop:
         t0 = time.time()
         lr = lr_at(state["step"], args.total_steps, args.lr, args.warmup)
         for group in opt.param_groups:
