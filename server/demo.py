@@ -19,9 +19,10 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from .headless import Document, make_client, start, status, stop
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inventory.py"
 TYPED = "item = find("          # typed one character at a time into restock()
-LOAD_TIMEOUT_S = 300
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -32,34 +33,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def make_client() -> LanguageClient:
-    client = LanguageClient("spanfill-demo", "0.1.0")
-
-    @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
-    def progress_create(params):
-        return None
-
-    @client.feature(types.PROGRESS)
-    def progress(params):
-        if isinstance(params.value, dict) and params.value.get("message"):
-            print(f"  server: {params.value['message']}")
-
-    @client.feature(types.WINDOW_SHOW_MESSAGE)
-    def show_message(params):
-        print(f"  server says: {params.message}")
-
-    return client
-
-
-class Session:
-    """One open document and the requests the demo sends about it."""
+class Session(Document):
+    """examples/inventory.py open in the headless editor, and the requests the demo sends about it."""
 
     def __init__(self, client: LanguageClient, path: Path):
-        self.client, self.uri = client, path.resolve().as_uri()
-        self.lines = path.read_text().split("\n")
-        self.version = 1
-        client.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(self.uri, "python", 1, "\n".join(self.lines))))
+        super().__init__(client, path.resolve().as_uri(), path.read_text())
 
     def cursor_after(self, anchor: str) -> types.Position:
         """The end of the (empty, indented) line below the docstring of the function `anchor`."""
@@ -67,29 +45,14 @@ class Session:
         line = next(i for i in range(start + 1, len(self.lines)) if not self.lines[i].strip())
         return types.Position(line, len(self.lines[line]))
 
-    def type(self, at: types.Position, ch: str) -> types.Position:
-        self.version += 1
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
-            types.VersionedTextDocumentIdentifier(version=self.version, uri=self.uri),
-            [types.TextDocumentContentChangePartial(range=types.Range(at, at), text=ch)]))
-        self.lines[at.line] = self.lines[at.line][:at.character] + ch + self.lines[at.line][at.character:]
-        return types.Position(at.line, at.character + len(ch))
-
     async def complete(self, at: types.Position, invoked: bool) -> tuple[list[str], float, str]:
         """Candidates, round-trip milliseconds, and who answered ("engine" or "cache")."""
         hits = (await status(self.client)).cacheHits
-        kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
         t0 = time.perf_counter()
-        result = await self.client.text_document_inline_completion_async(types.InlineCompletionParams(
-            context=types.InlineCompletionContext(trigger_kind=kind),
-            text_document=types.TextDocumentIdentifier(self.uri), position=at))
+        result = await self.client.text_document_inline_completion_async(self.inline_params(at, invoked))
         ms = (time.perf_counter() - t0) * 1e3
         source = "cache" if (await status(self.client)).cacheHits > hits else "engine"
         return [item.insert_text for item in result.items], ms, source
-
-
-async def status(client: LanguageClient):
-    return await client.protocol.send_request_async("spanfill/status", {})
 
 
 def show(texts: list[str], ms: float, source: str, label: str = "") -> None:
@@ -100,25 +63,10 @@ def show(texts: list[str], ms: float, source: str, label: str = "") -> None:
         print(f"{head if i == 0 else ' ' * len(head)} -> {text!r}")
 
 
-async def wait_until_loaded(client: LanguageClient):
-    deadline = time.monotonic() + LOAD_TIMEOUT_S
-    while time.monotonic() < deadline:
-        st = await status(client)
-        if st.state in ("ready", "failed"):
-            return st
-        await asyncio.sleep(0.1)
-    return st
-
-
 async def run(args: argparse.Namespace, log_file: Path) -> int:
-    client = make_client()
-    await client.start_io(sys.executable, "-m", "spanfill.server.cli", "serve", "--log-file", str(log_file))
-    caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
-    options = {"spanfill": {"model": args.model, "device": args.device}}
-    await client.initialize_async(types.InitializeParams(capabilities=caps, initialization_options=options))
-    client.initialized(types.InitializedParams())
+    client = make_client("spanfill-demo")
     print(f"spanfill demo: starting the server and loading {args.model or 'the shipped model'} ...")
-    st = await wait_until_loaded(client)
+    st = await start(client, log_file, model=args.model, device=args.device)
     try:
         if st.state != "ready":
             print(f"the model did not load: {st.error}\n(train one with `spanfill train`, or pass --model DIR)")
@@ -131,7 +79,7 @@ async def run(args: argparse.Namespace, log_file: Path) -> int:
         show(*await doc.complete(at, invoked=True))
         print(f"\ntyping {TYPED!r} there, one automatic request per keystroke:")
         for ch in TYPED:
-            at = doc.type(at, ch)
+            at = doc.insert(at, ch)
             show(*await doc.complete(at, invoked=False), label=f"typed {ch!r}")
 
         at = doc.cursor_after("def cheapest")
@@ -146,9 +94,7 @@ async def run(args: argparse.Namespace, log_file: Path) -> int:
         print(f"server log: {log_file}")
         return 0
     finally:
-        await client.shutdown_async(None)
-        client.exit(None)
-        await client.stop()
+        await stop(client)
 
 
 def main(argv: list[str]) -> int:
