@@ -27,7 +27,7 @@ class Settings:
     steps: int | None = None                 # denoising steps per span; None = the model's default
     rule: str = "fixed"                      # commit rule: fixed schedule or confidence threshold
     threshold: float = 0.9                   # confidence for rule="threshold"
-    debounce_ms: int = 40                    # wait this long for a newer keystroke before computing
+    debounce_ms: int = 0                     # editors debounce already; superseded work stops between steps
     max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget
     candidates: int = 3                      # items for an explicitly invoked request (cycling)
     snippet_files: int = 3                   # other open documents offered as <|file|> context

@@ -49,4 +49,4 @@ def test_engine_key_changes_only_with_model_device_dtype():
 
 def test_client_dict_is_camel_case():
     d = as_client_dict(Settings())
-    assert d["spanLength"] is None and d["debounceMs"] == 40 and "span_length" not in d
+    assert d["spanLength"] is None and d["debounceMs"] == 0 and "span_length" not in d

@@ -66,7 +66,7 @@ export function serverSettings(get: Getter): ServerSettings {
     dtype: get<string>("dtype", "auto"),
     spanLength: optionalCount(get<number | null>("spanLength", null)),
     steps: optionalCount(get<number | null>("steps", null)),
-    debounceMs: Math.max(0, get<number>("debounceMs", 40)),
+    debounceMs: Math.max(0, get<number>("debounceMs", 0)),
     enable,
   };
 }

@@ -16,7 +16,7 @@ test("defaults start `spanfill serve` for Python with the server's defaults", ()
     dtype: "auto",
     spanLength: null,
     steps: null,
-    debounceMs: 40,
+    debounceMs: 0,
     enable: { "*": false, python: true },
   });
 });
