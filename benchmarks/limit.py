@@ -1,0 +1,84 @@
+"""How close is one denoising step to what this machine can do?
+
+    python benchmarks/limit.py [--model DIR] [--span 32] [--context 450]
+
+Measures, in one run: the time of one span step (L tokens against a cached context of C tokens,
+plus the logits of all L positions), the machine's memory read bandwidth and its matmul rate in the
+model's dtype, and reports the step time against two lower bounds: streaming every weight once from
+memory, and the step's FLOPs at the measured matmul rate. Writes results/limit.json.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import summary, timed, write  # noqa: E402
+
+from spanfill.engine import Engine  # noqa: E402
+
+
+def read_bandwidth_gbs(dtype, mb: int = 512) -> float:
+    x = torch.ones(mb * 2**20 // torch.finfo(dtype).bits * 8, dtype=dtype)
+    ms = statistics.median(timed(lambda: x.sum(), repeats=10))
+    return x.numel() * x.element_size() / (ms / 1e3) / 1e9
+
+
+def matmul_gflops(dtype, n: int = 2048) -> float:
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    ms = statistics.median(timed(lambda: a @ b, repeats=10))
+    return 2 * n**3 / (ms / 1e3) / 1e9
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None)
+    ap.add_argument("--span", type=int, default=32)
+    ap.add_argument("--context", type=int, default=450)
+    args = ap.parse_args(argv)
+    engine = Engine.load(args.model)
+    model, cfg = engine.model, engine.model.cfg
+    dtype = model.embed.weight.dtype
+    L, C = args.span, args.context
+    kv = engine.cache._allocate(C + L)
+    with torch.inference_mode():
+        model.encode_context(torch.randint(10, cfg.vocab_size, (1, C)), 0, kv)
+    span = torch.full((1, L), engine.tokenizer.special.mask)
+
+    def step():
+        with torch.inference_mode():
+            model.logits(model.span_step(span, C, kv))
+    step_ms = summary(timed(step, repeats=50, warmup=5))
+
+    weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    embed = cfg.vocab_size * cfg.dim
+    block_params = model.num_params() - embed - cfg.dim
+    flops = (2 * block_params * L                                   # projections and MLP
+             + 4 * L * (C + L) * cfg.dim * cfg.n_layers             # scores and weighted values
+             + 2 * L * cfg.dim * cfg.vocab_size)                    # logits (tied embedding)
+    bandwidth = read_bandwidth_gbs(dtype)
+    rate = matmul_gflops(dtype)
+    stream_ms = weight_bytes / (bandwidth * 1e9) * 1e3
+    flop_ms = flops / (rate * 1e9) * 1e3
+    bound_ms = max(stream_ms, flop_ms)
+    report = {"engine": engine.info, "span_length": L, "context_tokens": C, "step": step_ms,
+              "weight_bytes": weight_bytes, "step_gflop": flops / 1e9, "read_bandwidth_gbs": round(bandwidth, 2),
+              "matmul_gflops": round(rate, 1), "weight_stream_bound_ms": round(stream_ms, 3),
+              "flop_bound_ms": round(flop_ms, 3),
+              "ratio_to_weight_stream_bound": round(step_ms["median_ms"] / stream_ms, 2),
+              "ratio_to_flop_bound": round(step_ms["median_ms"] / flop_ms, 2),
+              "ratio_to_tighter_bound": round(step_ms["median_ms"] / bound_ms, 2)}
+    print(f"step (L={L}, C={C}, {dtype}): median {step_ms['median_ms']:.2f} ms, p95 {step_ms['p95_ms']:.2f} ms")
+    print(f"weights {weight_bytes / 1e6:.1f} MB at {bandwidth:.1f} GB/s -> {stream_ms:.3f} ms "
+          f"(step is {report['ratio_to_weight_stream_bound']}x)")
+    print(f"{flops / 1e9:.3f} GFLOP at {rate:.0f} GFLOP/s -> {flop_ms:.3f} ms (step is {report['ratio_to_flop_bound']}x)")
+    print(f"wrote {write('limit', report)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
