@@ -1,0 +1,28 @@
+"""Shipping a run writes a loadable default-model directory with a model card built from the run's records."""
+import json
+
+from spanfill.engine import Engine
+from spanfill.engine.ship import main as ship_main
+from spanfill.engine.train import main as train_main
+
+from test_training import _make_tree  # noqa: E402  (tests/engine is on sys.path under pytest's rootdir import mode)
+
+
+def test_ship_copies_the_model_and_writes_the_card(tmp_path):
+    from spanfill.engine import corpus
+    src = tmp_path / "src"
+    src.mkdir()
+    _make_tree(src, n=40)
+    corpus.build(tmp_path / "data", [src])
+    run = tmp_path / "run"
+    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2", "--total-steps", "2"])
+    report = {"command": "spanfill eval --x", "results": [
+        {"kind": "single", "mode": "diffusion", "steps": 4, "tasks": 10, "exact_match": 0.3, "edit_similarity": 0.61,
+         "latency_median_ms": 12.0, "latency_p95_ms": 20.0, "forward_passes_mean": 2.5}]}
+    (tmp_path / "eval.json").write_text(json.dumps(report))
+    out = tmp_path / "default_model"
+    ship_main(["--run", str(run), "--data", str(tmp_path / "data"), "--eval", str(tmp_path / "eval.json"),
+               "--train-command", "spanfill train --preset tiny", "--out", str(out)])
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "30.0%" in card and "spanfill train --preset tiny" in card and "2 optimiser steps" in card
+    assert Engine.load(out, warmup=False).info["params"] > 0
