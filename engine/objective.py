@@ -40,12 +40,19 @@ class Batch:
         return int((self.ar_targets != -100).sum()) + self.span_targets.numel()
 
 
+def context_width_for(n_tokens: int) -> int:
+    """The padded context width for contexts of up to n_tokens (a multiple of CONTEXT_WIDTH_STEP)."""
+    return -(-n_tokens // CONTEXT_WIDTH_STEP) * CONTEXT_WIDTH_STEP
+
+
 def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
-                generator: torch.Generator | None = None) -> Batch:
+                generator: torch.Generator | None = None, min_context_width: int = 0) -> Batch:
+    """min_context_width pads every batch to at least that width, so a compiled step sees one
+    shape per span length (a longer context still widens the batch)."""
     B, L = len(examples), span_length
     # round the context width up so only a handful of shapes ever occur: oneDNN caches kernels per
     # shape and the allocator fragments, so free-running widths grow memory by GBs over a run
-    C = -(-max(len(e.context) for e in examples) // CONTEXT_WIDTH_STEP) * CONTEXT_WIDTH_STEP
+    C = max(context_width_for(max(len(e.context) for e in examples)), min_context_width)
     S = C + 2 * L
     tokens = torch.full((B, S), special.pad, dtype=torch.long)
     ar_targets = torch.full((B, S), -100, dtype=torch.long)
@@ -89,11 +96,16 @@ def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
 
 def losses(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
     """Returns (ar_loss, diffusion_loss); logits: [B, S, V]."""
-    C, L = batch.context_width, batch.span_length
+    return loss_terms(logits, batch.ar_targets, batch.span_targets, batch.span_masked, batch.t,
+                      batch.context_width, batch.span_length)
+
+
+def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int):
+    """`losses` over plain tensors (the form torch.compile traces)."""
     V = logits.shape[-1]
     causal_logits = logits[:, :C + L].float()
-    ar = F.cross_entropy(causal_logits.reshape(-1, V), batch.ar_targets[:, :C + L].reshape(-1), ignore_index=-100)
+    ar = F.cross_entropy(causal_logits.reshape(-1, V), ar_targets[:, :C + L].reshape(-1), ignore_index=-100)
     span_logits = logits[:, C + L:].float()                                 # [B, L, V]
-    ce = F.cross_entropy(span_logits.reshape(-1, V), batch.span_targets.reshape(-1), reduction="none").view_as(batch.span_targets)
-    diffusion = ((ce * batch.span_masked).sum(1) / batch.t / L).mean()
+    ce = F.cross_entropy(span_logits.reshape(-1, V), span_targets.reshape(-1), reduction="none").view_as(span_targets)
+    diffusion = ((ce * span_masked).sum(1) / t / L).mean()
     return ar, diffusion

@@ -27,7 +27,7 @@ from .corpus import read_split
 from .device import autocast_dtype, pick_device
 from .examples import ExampleStream
 from .model import SpanfillModel
-from .objective import build_batch, losses
+from .objective import build_batch, context_width_for, loss_terms
 from .prompt import Budget
 from .tokenizer import train_tokenizer
 
@@ -40,6 +40,18 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -
         return peak * (step + 1) / warmup
     progress = min(1.0, (step - warmup) / max(1, total - warmup))
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool):
+    """(tokens, positions, mask, ar_targets, span_targets, span_masked, t, C, L) -> (ar, diffusion).
+
+    Compiled, the elementwise work around the matmuls (RMSNorm, RoPE, SwiGLU, casts, softmax) fuses:
+    measured 1.6x faster per step on the 2-core CPU than eager, at one ~45 s compile per shape."""
+    def loss_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, C: int, L: int):
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            logits = model.forward_train(tokens, positions, mask)
+        return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L)
+    return torch.compile(loss_fn, dynamic=False) if compile_ else loss_fn
 
 
 def save_train_state(out: Path, opt: torch.optim.Optimizer, state: dict) -> None:
@@ -89,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--save-minutes", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
+                    help="torch.compile the training step (one shape per span length)")
     args = ap.parse_args(argv)
 
     device = pick_device(args.device)
@@ -125,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
         kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
         log_path.write_text("".join(line + "\n" for line in kept))
     log = log_path.open("a")
+    loss_fn = make_loss_fn(model, device, amp_dtype, args.compile)
+    # compiled: pad every batch to the budget's width so each span length is one shape
+    min_width = context_width_for(budget.total) if args.compile else 0
     start = last_save = time.time()
     seconds_before = state["seconds"]
 
@@ -145,13 +162,10 @@ def main(argv: list[str] | None = None) -> None:
         ar_sum = diff_sum = 0.0
         tokens = 0
         for _ in range(args.accum):
-            batch = build_batch([stream.next(L) for _ in range(args.batch)], L, tok.special, gen)
-            tensors = [x.to(device) for x in (batch.tokens, batch.positions, batch.mask)]
-            with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-                logits = model.forward_train(*tensors)
-            batch.ar_targets, batch.span_targets = batch.ar_targets.to(device), batch.span_targets.to(device)
-            batch.span_masked, batch.t = batch.span_masked.to(device), batch.t.to(device)
-            ar, diff = losses(logits, batch)
+            batch = build_batch([stream.next(L) for _ in range(args.batch)], L, tok.special, gen, min_width)
+            tensors = [x.to(device) for x in (batch.tokens, batch.positions, batch.mask, batch.ar_targets,
+                                               batch.span_targets, batch.span_masked, batch.t)]
+            ar, diff = loss_fn(*tensors, batch.context_width, L)
             ((ar + diff) / args.accum).backward()
             ar_sum += ar.item() / args.accum
             diff_sum += diff.item() / args.accum

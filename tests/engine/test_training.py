@@ -9,7 +9,7 @@ from spanfill.engine import corpus
 from spanfill.engine.examples import ExampleStream
 from spanfill.engine.objective import build_batch, losses
 from spanfill.engine.prompt import Budget
-from spanfill.engine.train import main as train_main
+from spanfill.engine.train import main as train_main, make_loss_fn
 
 
 def _make_tree(root, n=300):
@@ -71,7 +71,7 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch(model_and_tok, tiny_
 
 def test_training_resumes_from_the_same_step(tiny_data, tmp_path):
     out = tmp_path / "run"
-    common = ["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--warmup", "2"]
+    common = ["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--warmup", "2", "--no-compile"]
     train_main(common + ["--total-steps", "2"])
     state = json.loads((out / "train_state.json").read_text())
     assert state["step"] == 2
@@ -83,3 +83,25 @@ def test_training_resumes_from_the_same_step(tiny_data, tmp_path):
     assert json.loads((out / "train_state.json").read_text())["step"] == 4
     resumed = load_file(str(out / "model.safetensors"))
     assert any(not torch.equal(saved[k], resumed[k]) for k in saved)   # it trained on, from the saved weights
+
+
+def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):
+    """`spanfill train` compiles its step by default; the compiled losses and gradients are the eager ones."""
+    model, tok = model_and_tok
+    model.train()
+    stream = ExampleStream(tok, corpus.read_split(tiny_data / "train.jsonl"), Budget(96, 32, 16), seed=0)
+    batch = build_batch([stream.next(16) for _ in range(4)], 16, tok.special, torch.Generator().manual_seed(0),
+                        min_context_width=192)
+    assert batch.context_width == 192
+    args = (batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked,
+            batch.t, batch.context_width, batch.span_length)
+    results = []
+    for compiled in (False, True):
+        model.zero_grad()
+        ar, diff = make_loss_fn(model, torch.device("cpu"), None, compiled)(*args)
+        (ar + diff).backward()
+        results.append((ar.detach(), diff.detach(), model.embed.weight.grad.clone()))
+    (ar0, diff0, g0), (ar1, diff1, g1) = results
+    torch.testing.assert_close(ar1, ar0, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(diff1, diff0, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(g1, g0, rtol=1e-3, atol=1e-5)
