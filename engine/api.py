@@ -24,6 +24,7 @@ class CompletionRequest:
     temperature: float = 0.0             # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
+    greedy_first: bool = False           # with temperature > 0 and n > 1: candidate 0 greedy, others sampled
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request

@@ -88,6 +88,7 @@ class DenoiseConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     banned: list[int] | None = None
+    greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
 
 
 def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -135,6 +136,16 @@ class DenoiseOutput:
     cancelled: bool
 
 
+def _pick(logits: torch.Tensor, first_row: int, cfg: DenoiseConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """pick_tokens over the masked rows of all candidates (row-major, so candidate 0's `first_row`
+    rows come first), greedy for candidate 0 when cfg.greedy_first."""
+    if not (cfg.greedy_first and cfg.temperature > 0):
+        return pick_tokens(logits, cfg.temperature, cfg.top_p, generator, cfg.banned)
+    conf0, tok0 = pick_tokens(logits[:first_row], 0.0, 1.0, None, cfg.banned)
+    conf1, tok1 = pick_tokens(logits[first_row:], cfg.temperature, cfg.top_p, generator, cfg.banned)
+    return torch.cat([conf0.float(), conf1.float()]), torch.cat([tok0, tok1])
+
+
 def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
             eom_id: int, pad_id: int, generator: torch.Generator | None = None,
             deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
@@ -148,7 +159,7 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     for k, final in plan:
         hidden = model.span_step(span, context_len, kv)             # [n, L, D]
         steps_run += 1
-        conf_m, token_m = pick_tokens(model.logits(hidden[masked]), cfg.temperature, cfg.top_p, generator, cfg.banned)
+        conf_m, token_m = _pick(model.logits(hidden[masked]), int(masked[0].sum()), cfg, generator)
         confidence = torch.full((n, L), NEG_INF, device=device)
         proposal = span.clone()
         confidence[masked] = conf_m

@@ -129,8 +129,9 @@ class Engine:
             gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
         if req.mode == "ar":
             banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+            temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
             outs = [ar_decode(self.model, lookup.entry.kv, C, lookup.entry.last_hidden, L, sp.eom,
-                              req.temperature, req.top_p, gen, banned, deadline, req.cancelled) for _ in range(req.n)]
+                              temp, req.top_p, gen, banned, deadline, req.cancelled) for temp in temps]
             rows = [o.span[0].tolist() for o in outs]
             steps_run = sum(o.steps_run for o in outs)
             deadline_hit = any(o.deadline_hit for o in outs)
@@ -138,7 +139,7 @@ class Engine:
         else:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
-            cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned)
+            cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first)
             if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:

@@ -82,6 +82,16 @@ def test_n_candidates_in_one_batch(engine):
     assert len(set(result.texts)) > 1
 
 
+@pytest.mark.parametrize("mode", ["diffusion", "ar"])
+def test_greedy_first_candidate_is_the_greedy_completion(engine, mode):
+    greedy = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, mode=mode, span_length=16)).texts[0]
+    for seed in (1, 2):
+        texts = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, mode=mode, span_length=16, n=4,
+                                                  temperature=1.5, seed=seed, greedy_first=True)).texts
+        assert texts[0] == greedy
+        assert any(t != greedy for t in texts[1:])   # the others are still samples
+
+
 def test_deadline_commits_everything_left_in_one_final_step(engine):
     sp = engine.tokenizer.special
     suppress(engine, sp.eom, sp.pad)
