@@ -15,7 +15,7 @@ def test_ship_copies_the_model_and_writes_the_card(tmp_path):
     _make_tree(src, n=40)
     corpus.build(tmp_path / "data", [src])
     run = tmp_path / "run"
-    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2", "--total-steps", "2"])
+    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2", "--total-steps", "2", "--no-compile"])
     report = {"command": "spanfill eval --x", "results": [
         {"kind": "single", "mode": "diffusion", "steps": 4, "tasks": 10, "exact_match": 0.3, "edit_similarity": 0.61,
          "latency_median_ms": 12.0, "latency_p95_ms": 20.0, "forward_passes_mean": 2.5}]}
