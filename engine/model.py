@@ -139,13 +139,22 @@ class SpanfillModel(nn.Module):
         positions context_len..context_len+L-1 and attends to all of them plus the cached context.
         Returns final hidden states [B, L, D]; call `logits` on the rows that are still masked."""
         B, L = span.shape
+        end = context_len + L
         x = self.embed(span)
-        cos, sin = self._rope(torch.arange(context_len, context_len + L, device=span.device), x.dtype)
+        cos, sin = self._rope(torch.arange(context_len, end, device=span.device), x.dtype)
+        # one candidate: the span's keys/values go into the buffers' scratch room after the context
+        # (never read as context), so no step copies the cached context
+        in_place = B == 1 and kv[0][0].shape[2] >= end
         for block, (kbuf, vbuf) in zip(self.layers, kv):
             q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
-            ck = kbuf[:, :, :context_len].expand(B, -1, -1, -1)
-            cv = vbuf[:, :, :context_len].expand(B, -1, -1, -1)
-            y = F.scaled_dot_product_attention(q, torch.cat([ck, k], dim=2), torch.cat([cv, v], dim=2))
+            if in_place:
+                kbuf[:, :, context_len:end] = k
+                vbuf[:, :, context_len:end] = v
+                keys, values = kbuf[:, :, :end], vbuf[:, :, :end]
+            else:
+                keys = torch.cat([kbuf[:, :, :context_len].expand(B, -1, -1, -1), k], dim=2)
+                values = torch.cat([vbuf[:, :, :context_len].expand(B, -1, -1, -1), v], dim=2)
+            y = F.scaled_dot_product_attention(q, keys, values)
             x = x + block.attn.out(y)
             x = x + block.mlp(block.mlp_norm(x))
         return x

@@ -87,3 +87,15 @@ def test_context_is_causal(model_and_tok):
     full = ContextCache(model).prepare(ids, room_after=0).entry
     for (ks, _), (kf, _) in zip(short.kv, full.kv):
         assert torch.allclose(ks[:, :, :20], kf[:, :, :20], atol=TOL)
+
+
+def test_one_candidate_in_scratch_equals_a_batch_of_candidates(model_and_tok):
+    """B=1 writes the span's keys/values into the buffers' scratch room; B>1 concatenates. Same logits."""
+    model, tok = model_and_tok
+    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    spans = torch.stack([torch.full((8,), tok.special.mask), torch.arange(8) + 10])
+    entry = ContextCache(model).prepare(ids, room_after=8).entry
+    with torch.inference_mode():
+        batched = model.span_step(spans, len(ids), entry.kv)
+        singles = torch.cat([model.span_step(spans[i:i + 1], len(ids), entry.kv) for i in range(2)])
+    assert torch.allclose(batched, singles, atol=TOL), (batched - singles).abs().max()
