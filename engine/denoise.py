@@ -40,10 +40,9 @@ def pick_tokens(logits: torch.Tensor, temperature: float = 0.0, top_p: float = 1
     logits = logits.float()
     if banned:
         logits[..., banned] = NEG_INF
-    if temperature <= 0:
-        probs = torch.softmax(logits, dim=-1)
-        conf, token = probs.max(dim=-1)
-        return conf, token
+    if temperature <= 0:   # the argmax's probability without materialising the distribution
+        top, token = logits.max(dim=-1)
+        return torch.exp(top - torch.logsumexp(logits, dim=-1)), token
     probs = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:
         sorted_p, order = probs.sort(dim=-1, descending=True)
