@@ -64,6 +64,7 @@ def main(argv=None) -> int:
         llama_dir = export(args.model, Path(tempfile.mkdtemp()) / "llama")
         llama = LlamaForCausalLM.from_pretrained(llama_dir, dtype=engine.model.embed.weight.dtype).eval()
     results: dict[tuple, list] = {}
+    agree = 0   # tasks where generate() wrote exactly what spanfill's AR mode wrote
     banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
     for i, task in enumerate(tasks):
         for name, kind, L, T, mode, rule in configs:
@@ -76,6 +77,8 @@ def main(argv=None) -> int:
                                                     mode=mode, rule=rule))
             ms = (time.perf_counter() - t0) * 1e3
             text = res.texts[0]
+            if (name, kind) == ("AR L=32", "cold"):
+                ar_text = text
             results.setdefault((name, kind, L, T), []).append(
                 (ms, len(tok.encode(text)) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
         if llama is not None:
@@ -88,6 +91,7 @@ def main(argv=None) -> int:
             gen = out[0, ids.shape[1]:].tolist()
             gen = gen[:gen.index(sp.eom)] if sp.eom in gen else gen
             text = tok.decode(gen)
+            agree += text == ar_text
             results.setdefault(("transformers generate() L=32", "cold", 32, None), []).append(
                 (ms, len(gen) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
         print(f"\r{i + 1}/{len(tasks)}", end="", file=sys.stderr)
@@ -96,7 +100,10 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"{r['name']:<32} {r['kind']:<5} p50 {r['latency_median_ms']:8.2f} ms  p95 {r['latency_p95_ms']:8.2f} ms  "
               f"{r['tokens_per_s']:8.1f} tok/s  EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}")
+    if llama is not None:
+        print(f"generate() == spanfill AR mode on {agree}/{len(tasks)} tasks")
     path = write("engine_sweep", {"engine": engine.info, "tasks": len(tasks), "rows": rows,
+                                  "generate_equals_ar": None if llama is None else agree / len(tasks),
                                   "command": "python benchmarks/engine_sweep.py " + " ".join(sys.argv[1:] if argv is None else argv)})
     plot(rows, RESULTS / "engine_sweep.png")
     print(f"wrote {path}")
