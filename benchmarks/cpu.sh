@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Every CPU figure in the README, in one go, on the shipped model (or MODEL=DIR), then the README
+# tables from what was written:
+#
+#   DATA=/path/to/data bash benchmarks/cpu.sh     # DATA: `spanfill data` output (default: data/)
+#
+# Takes ~20 minutes on a 2-core machine. Run it on an otherwise idle machine: the benchmarks time
+# each other's neighbours, so a training run or test suite beside them makes every figure meaningless.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=.venv/bin/python
+DATA=${DATA:-data}
+MODEL_ARGS=()
+[ -n "${MODEL:-}" ] && MODEL_ARGS=(--model "$MODEL")
+[ -f "$DATA/held_out.jsonl" ] || .venv/bin/spanfill data --out "$DATA"
+
+.venv/bin/spanfill eval --data "$DATA" "${MODEL_ARGS[@]}" --out benchmarks/results/eval.json
+$PY benchmarks/engine_micro.py --model "${MODEL:-DEFAULT}"
+$PY benchmarks/engine_sweep.py --data "$DATA" "${MODEL_ARGS[@]}"
+$PY benchmarks/limit.py "${MODEL_ARGS[@]}"
+$PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}"
+$PY benchmarks/report.py
