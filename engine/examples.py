@@ -5,6 +5,8 @@ prefix / middle / suffix:
 
 * `line_rest`  — cursor inside a line, middle = rest of that line (single-line completion)
 * `lines`      — cursor after the indentation of a line, middle = 1..4 whole lines (multi-line)
+* `line_start` — cursor at column 0 of a line, middle = 1..4 whole lines with their indentation and
+                 line break (top-level code; and how infilling benchmarks cut a line out)
 * `chars`      — a random character span anywhere (robustness)
 
 Windows are cut by `prompt.context_ids`, exactly as the server cuts them. Each example carries the
@@ -20,7 +22,7 @@ from .corpus import CorpusFile
 from .prompt import Budget, Snippet, context_ids
 from .tokenizer import Tokenizer
 
-KINDS = (("line_rest", 0.5), ("lines", 0.3), ("chars", 0.2))
+KINDS = (("line_rest", 0.45), ("lines", 0.25), ("line_start", 0.15), ("chars", 0.15))
 
 
 @dataclass
@@ -80,6 +82,20 @@ def cut_lines(text: str, rng: random.Random, max_lines: int = 4) -> Cut | None:
     return None
 
 
+def cut_line_start(text: str, rng: random.Random, max_lines: int = 4) -> Cut | None:
+    starts = _line_starts(text)
+    for _ in range(8):
+        i = rng.randrange(len(starts))
+        k = rng.randint(1, max_lines)
+        if i + k >= len(starts):           # the middle ends with a line break
+            continue
+        a, end = starts[i], starts[i + k]
+        if not text[a:end].strip():
+            continue
+        return Cut(text[:a], text[a:end], text[end:], "line_start")
+    return None
+
+
 def cut_chars(text: str, rng: random.Random) -> Cut | None:
     if len(text) < 4:
         return None
@@ -88,7 +104,7 @@ def cut_chars(text: str, rng: random.Random) -> Cut | None:
     return Cut(text[:a], text[a:b], text[b:], "chars")
 
 
-CUTTERS = {"line_rest": cut_line_rest, "lines": cut_lines, "chars": cut_chars}
+CUTTERS = {"line_rest": cut_line_rest, "lines": cut_lines, "line_start": cut_line_start, "chars": cut_chars}
 
 
 def random_cut(text: str, rng: random.Random) -> Cut | None:
