@@ -66,7 +66,8 @@ on a 40 MB sample of the train split only.
   {state['seconds'] / 60:.0f} minutes of wall time on a 2-core x86-64 CPU with AVX-512-BF16
   (bf16 autocast), often shared with other work on the same cores.
 * Final losses (mean of the last {len(last)} steps): AR {ar:.3f}, diffusion {diff:.3f}.
-* Curves: `train_log.jsonl` of the run (one JSON record per step).
+* Curves: `train_log.jsonl` beside this card (one JSON record per step: losses, learning rate,
+  gradient norm, span length, tokens/s, wall time).
 * Command (resumed several times with the same data and output directory; `--total-steps` of the
   last invocation shown):
 
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     for name in REQUIRED:
         shutil.copy2(args.run / name, args.out / name)
+    shutil.copy2(args.run / "train_log.jsonl", args.out / "train_log.jsonl")
     (args.out / "MODEL_CARD.md").write_text(card(args.run, args.data, json.loads(args.eval.read_text()), args.train_command))
     print(f"shipped {args.run} -> {args.out}", file=sys.stderr)
     return 0

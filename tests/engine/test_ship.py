@@ -26,3 +26,4 @@ def test_ship_copies_the_model_and_writes_the_card(tmp_path):
     card = (out / "MODEL_CARD.md").read_text()
     assert "30.0%" in card and "spanfill train --preset tiny" in card and "2 optimiser steps" in card
     assert Engine.load(out, warmup=False).info["params"] > 0
+    assert (out / "train_log.jsonl").read_text() == (run / "train_log.jsonl").read_text()
