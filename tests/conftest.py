@@ -19,7 +19,7 @@ def tiny_model(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def shipped_model() -> Path:
     if not (SHIPPED_MODEL / "model.safetensors").is_file():
-        pytest.skip(f"the shipped model is not in {SHIPPED_MODEL} yet")
+        pytest.fail(f"the shipped model is missing from {SHIPPED_MODEL}")
     return SHIPPED_MODEL
 
 
