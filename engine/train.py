@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--save-minutes", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="start a new run from this model directory's weights and tokenizer (fresh optimiser), "
+                         "e.g. the shipped model on a machine where its run directory is gone")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                     help="torch.compile the training step (one shape per span length)")
     args = ap.parse_args(argv)
@@ -112,6 +115,11 @@ def main(argv: list[str] | None = None) -> None:
     if (out / "train_state.json").exists():
         model, tok = load_model(out, device=device)
         cfg = model.cfg
+    elif args.init is not None:
+        model, tok = load_model(args.init, device=device, dtype=torch.float32)
+        cfg = model.cfg
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"initialised from {args.init} ({model.num_params() / 1e6:.1f}M params)", file=sys.stderr)
     else:
         cfg = PRESETS[args.preset]
         out.mkdir(parents=True, exist_ok=True)
@@ -128,6 +136,13 @@ def main(argv: list[str] | None = None) -> None:
     stream = ExampleStream(tok, train_files, budget, seed=args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     state = {"step": 0, "tokens": 0, "seconds": 0.0}
+    if args.init is not None and not (out / "train_state.json").exists() and (args.init / "train_log.jsonl").exists():
+        # continue the shipped run's count and schedule: its log comes along, data order is new
+        (out / "train_log.jsonl").write_text((args.init / "train_log.jsonl").read_text())
+        last = json.loads((args.init / "train_log.jsonl").read_text().splitlines()[-1])
+        state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"])
+        stream.rng.seed(args.seed + last["step"])
+        gen.manual_seed(args.seed + last["step"])
     if (out / "train_state.json").exists():
         state = load_train_state(out, opt)
         stream.rng.setstate(_tuple(state["stream_rng"]))

@@ -105,3 +105,19 @@ def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):
     torch.testing.assert_close(ar1, ar0, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(diff1, diff0, rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(g1, g0, rtol=1e-3, atol=1e-5)
+
+
+def test_init_continues_a_shipped_model_without_its_run_directory(tiny_data, tmp_path):
+    common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "2", "--warmup", "2", "--no-compile"]
+    train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "2"])
+    from safetensors.torch import load_file
+    shipped = load_file(str(tmp_path / "first" / "model.safetensors"))
+    train_main(common + ["--out", str(tmp_path / "same"), "--init", str(tmp_path / "first"), "--total-steps", "2"])
+    same = load_file(str(tmp_path / "same" / "model.safetensors"))     # already at step 2: saved as loaded
+    assert all(torch.equal(shipped[k], same[k]) for k in shipped)
+    train_main(common + ["--out", str(tmp_path / "second"), "--init", str(tmp_path / "first"), "--total-steps", "4"])
+    steps = [json.loads(line)["step"] for line in (tmp_path / "second" / "train_log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
+    assert json.loads((tmp_path / "second" / "train_state.json").read_text())["step"] == 4
+    continued = load_file(str(tmp_path / "second" / "model.safetensors"))
+    assert shipped.keys() == continued.keys() and any(not torch.equal(shipped[k], continued[k]) for k in shipped)
