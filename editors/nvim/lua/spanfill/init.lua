@@ -191,7 +191,14 @@ local function native_partial(cut)
       end
       local typed = table.concat(vim.api.nvim_buf_get_text(0, start_row, start_col, row - 1, col, {}), "\n")
       if text:sub(1, #typed) == typed then
-        ghost.insert_at_cursor(cut(text:sub(#typed + 1)))
+        local rest = text:sub(#typed + 1)
+        local piece = cut(rest)
+        ghost.insert_at_cursor(piece)
+        -- the piece was all that was left: the suggestion is accepted, so run its command as Tab would
+        local client = item.command and piece == rest and vim.lsp.get_client_by_id(item.client_id)
+        if client then
+          require("spanfill.compat").exec_cmd(client, item.command, vim.api.nvim_get_current_buf())
+        end
       end
     end,
   })
