@@ -83,9 +83,11 @@ call on the evaluation machine.
 
 ## Limits
 
-A small model trained for a short time: it completes common Python idioms, names already in the
-file, and closing structure; it does not know libraries beyond what the standard library and the
-installed packages show it. Multi-line tasks are restricted to middles that fit one span.
+A small model trained for a short time; read its quality from the table above, not from its size.
+It has seen only the Python of one interpreter's standard library and installed packages. Multi-line
+tasks are restricted to middles that fit one span. To train on from these weights on a machine where
+the run directory is gone: `spanfill train --data DATA --out runs/next --init engine/default_model
+--total-steps N` (log and step count carry over; the optimiser state starts fresh).
 """
 
 
