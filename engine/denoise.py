@@ -135,11 +135,12 @@ class DenoiseOutput:
     cancelled: bool
 
 
-def _pick(logits: torch.Tensor, first_row: int, cfg: DenoiseConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """pick_tokens over the masked rows of all candidates (row-major, so candidate 0's `first_row`
-    rows come first), greedy for candidate 0 when cfg.greedy_first."""
+def _pick(logits: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """pick_tokens over the masked rows of all candidates (row-major, so candidate 0's rows come
+    first), greedy for candidate 0 when cfg.greedy_first."""
     if not (cfg.greedy_first and cfg.temperature > 0):
         return pick_tokens(logits, cfg.temperature, cfg.top_p, generator, cfg.banned)
+    first_row = int(masked[0].sum())   # a host sync, only on this sampled path
     conf0, tok0 = pick_tokens(logits[:first_row], 0.0, 1.0, None, cfg.banned)
     conf1, tok1 = pick_tokens(logits[first_row:], cfg.temperature, cfg.top_p, generator, cfg.banned)
     return torch.cat([conf0.float(), conf1.float()]), torch.cat([tok0, tok1])
@@ -158,7 +159,7 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     for k, final in plan:
         hidden = model.span_step(span, context_len, kv)             # [n, L, D]
         steps_run += 1
-        conf_m, token_m = _pick(model.logits(hidden[masked]), int(masked[0].sum()), cfg, generator)
+        conf_m, token_m = _pick(model.logits(hidden[masked]), masked, cfg, generator)
         confidence = torch.full((n, L), NEG_INF, device=device)
         proposal = span.clone()
         confidence[masked] = conf_m

@@ -138,8 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     state = {"step": 0, "tokens": 0, "seconds": 0.0}
     if args.init is not None and not (out / "train_state.json").exists() and (args.init / "train_log.jsonl").exists():
         # continue the shipped run's count and schedule: its log comes along, data order is new
-        (out / "train_log.jsonl").write_text((args.init / "train_log.jsonl").read_text())
-        last = json.loads((args.init / "train_log.jsonl").read_text().splitlines()[-1])
+        shipped_log = (args.init / "train_log.jsonl").read_text()
+        (out / "train_log.jsonl").write_text(shipped_log)
+        last = json.loads(shipped_log.splitlines()[-1])
         state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"])
         stream.rng.seed(args.seed + last["step"])
         gen.manual_seed(args.seed + last["step"])

@@ -197,7 +197,7 @@ local function native_partial(cut)
         -- the piece was all that was left: the suggestion is accepted, so run its command as Tab would
         local client = item.command and piece == rest and vim.lsp.get_client_by_id(item.client_id)
         if client then
-          require("spanfill.compat").exec_cmd(client, item.command, vim.api.nvim_get_current_buf())
+          compat.exec_cmd(client, item.command, vim.api.nvim_get_current_buf())
         end
       end
     end,
