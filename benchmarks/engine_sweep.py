@@ -26,8 +26,7 @@ from common import RESULTS, percentile, write  # noqa: E402
 from spanfill.engine import CompletionRequest, Engine  # noqa: E402
 from spanfill.engine.corpus import read_split  # noqa: E402
 from spanfill.engine.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
-from spanfill.engine.export_llama import export  # noqa: E402
-from spanfill.engine.prompt import context_ids  # noqa: E402
+from spanfill.engine.export_llama import export, generate_completion  # noqa: E402
 
 
 def row(name, kind, L, T, results):
@@ -49,7 +48,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-hf", action="store_true", help="skip the transformers generate() baseline")
     args = ap.parse_args(argv)
     engine = Engine.load(args.model)
-    tok, sp = engine.tokenizer, engine.tokenizer.special
+    tok = engine.tokenizer
     spans = [int(x) for x in args.spans.split(",")]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.tasks, 0, tok, min(spans))
     configs = []
@@ -65,7 +64,6 @@ def main(argv=None) -> int:
         llama = LlamaForCausalLM.from_pretrained(llama_dir, dtype=engine.model.embed.weight.dtype).eval()
     results: dict[tuple, list] = {}
     agree = 0   # tasks where generate() wrote exactly what spanfill's AR mode wrote
-    banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
     for i, task in enumerate(tasks):
         for name, kind, L, T, mode, rule in configs:
             if kind == "cold":
@@ -82,18 +80,13 @@ def main(argv=None) -> int:
             results.setdefault((name, kind, L, T), []).append(
                 (ms, len(tok.encode(text)) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
         if llama is not None:
-            ids = torch.tensor([context_ids(tok, task.prefix, task.suffix, budget=engine.budget).ids])
             t0 = time.perf_counter()
             with torch.inference_mode():
-                out = llama.generate(ids, max_new_tokens=32, do_sample=False, eos_token_id=sp.eom,
-                                     suppress_tokens=banned, pad_token_id=sp.pad)
+                text, n_tokens = generate_completion(llama, engine, task.prefix, task.suffix, 32)
             ms = (time.perf_counter() - t0) * 1e3
-            gen = out[0, ids.shape[1]:].tolist()
-            gen = gen[:gen.index(sp.eom)] if sp.eom in gen else gen
-            text = tok.decode(gen)
             agree += text == ar_text
             results.setdefault(("transformers generate() L=32", "cold", 32, None), []).append(
-                (ms, len(gen) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
+                (ms, n_tokens, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
         print(f"\r{i + 1}/{len(tasks)}", end="", file=sys.stderr)
     print(file=sys.stderr)
     rows = [row(name, kind, L, T, r) for (name, kind, L, T), r in results.items()]

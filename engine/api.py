@@ -27,6 +27,7 @@ class CompletionRequest:
     greedy_first: bool = False           # with temperature > 0 and n > 1: candidate 0 greedy, others sampled
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
+    heal: bool = True                    # token healing of a cursor inside a word (healing.py)
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
 
 

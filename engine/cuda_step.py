@@ -64,6 +64,7 @@ class StaticSpanDenoiser:
         self.graphs = graphs
         self._kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._arange: torch.Tensor | None = None
+        self._first_bias: torch.Tensor | None = None   # [V] healing's bias on position 0 (0 = none)
         self._buckets: dict[tuple, StepBuffers] = {}
         self._pool = None
 
@@ -93,6 +94,7 @@ class StaticSpanDenoiser:
             self._kv = [(torch.zeros(shape, dtype=dtype, device=dev), torch.zeros(shape, dtype=dtype, device=dev))
                         for _ in range(mcfg.n_layers)]
             self._arange = torch.arange(mcfg.max_positions, device=dev)
+            self._first_bias = torch.zeros(mcfg.vocab_size, dtype=dtype, device=dev)
         L, C = cfg.span_length, context_len
         Cb = context_bucket(C, mcfg.max_positions)
         key = (L, n, Cb, cfg.rule, cfg.threshold, tuple(cfg.banned or ()))
@@ -106,6 +108,10 @@ class StaticSpanDenoiser:
                              [t[:, :, :C] for layer in kv for t in layer])
         torch.add(self._arange[:L], C, out=b.positions)
         torch.lt(self._arange[:Cb], C, out=b.key_mask[:Cb])
+        if cfg.first_bias is None:
+            self._first_bias.zero_()
+        else:
+            self._first_bias.copy_(cfg.first_bias)
         b.span.fill_(self.mask_id)
         b.masked.fill_(True)
         b.steps_run.zero_()
@@ -129,7 +135,9 @@ class StaticSpanDenoiser:
 
     def _step(self, b: StepBuffers, cfg: DenoiseConfig, k: int, final: bool) -> None:
         B, L = b.span.shape
-        conf, token = pick_tokens(self.model.logits(self._forward(b)).flatten(0, 1), banned=cfg.banned)
+        logits = self.model.logits(self._forward(b))                   # [B, L, V]
+        logits[:, 0] += self._first_bias
+        conf, token = pick_tokens(logits.flatten(0, 1), banned=cfg.banned)
         confidence = conf.view(B, L).masked_fill(~b.masked, NEG_INF)
         proposal = torch.where(b.masked, token.view(B, L), b.span)
         b.steps_run += b.masked.any()

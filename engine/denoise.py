@@ -88,6 +88,7 @@ class DenoiseConfig:
     top_p: float = 1.0
     banned: list[int] | None = None
     greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
+    first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
 
 
 def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -146,6 +147,13 @@ def _pick(logits: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig, genera
     return torch.cat([conf0.float(), conf1.float()]), torch.cat([tok0, tok1])
 
 
+def first_position_rows(masked: torch.Tensor) -> torch.Tensor:
+    """Indices, among the masked rows of all candidates (row-major), of each candidate's position 0
+    while it is still masked."""
+    counts = masked.sum(1)
+    return (counts.cumsum(0) - counts)[masked[:, 0]]
+
+
 def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
             eom_id: int, pad_id: int, generator: torch.Generator | None = None,
             deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
@@ -159,7 +167,11 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     for k, final in plan:
         hidden = model.span_step(span, context_len, kv)             # [n, L, D]
         steps_run += 1
-        conf_m, token_m = _pick(model.logits(hidden[masked]), masked, cfg, generator)
+        logits = model.logits(hidden[masked])                        # [masked rows, V]
+        if cfg.first_bias is not None:
+            rows = first_position_rows(masked)
+            logits[rows] = logits[rows] + cfg.first_bias.to(logits.dtype)
+        conf_m, token_m = _pick(logits, masked, cfg, generator)
         confidence = torch.full((n, L), NEG_INF, device=device)
         proposal = span.clone()
         confidence[masked] = conf_m
@@ -173,9 +185,10 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
 def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
               eom_id: int, temperature: float = 0.0, top_p: float = 1.0,
               generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
-              cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
+              cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None) -> DenoiseOutput:
     """The baseline: decode the same weights one token per step through the causal path. kv buffers
-    must have room for context_len + max_tokens positions; positions past context_len are scratch."""
+    must have room for context_len + max_tokens positions; positions past context_len are scratch.
+    first_bias [V] is added to the first token's logits (healing.py)."""
     tokens: list[int] = []
     hidden = last_hidden                                              # [1, D]
     deadline_hit = was_cancelled = False
@@ -183,7 +196,10 @@ def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Ten
         if cancelled is not None and cancelled():
             was_cancelled = True
             break
-        _, token = pick_tokens(model.logits(hidden), temperature, top_p, generator, banned)
+        logits = model.logits(hidden)
+        if i == 0 and first_bias is not None:
+            logits = logits + first_bias.to(logits.dtype)
+        _, token = pick_tokens(logits, temperature, top_p, generator, banned)
         tokens.append(int(token))
         if tokens[-1] == eom_id:
             break

@@ -20,6 +20,7 @@ from .context_cache import ContextCache
 from .cuda_step import StaticSpanDenoiser
 from .denoise import DenoiseConfig, ar_decode, denoise
 from .device import pick_device, pick_dtype
+from .healing import Healer, Healing
 from .model import SpanfillModel
 from .prompt import Budget, context_ids
 from .tokenizer import Tokenizer
@@ -38,6 +39,7 @@ class Engine:
         self.tokenizer = tokenizer
         self.name = name
         self.cache = ContextCache(model, cache_entries)
+        self.healer = Healer(tokenizer, model.embed.weight.device)
         sp = tokenizer.special   # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
         on_cuda = model.embed.weight.is_cuda
         self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
@@ -111,15 +113,17 @@ class Engine:
 
         t0 = time.perf_counter()
         ctx = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut)
+        healing = self.healer.heal(ctx.ids) if req.heal else Healing(ctx.ids, b"", None)
+        ids = healing.ids
         limit = self.model.cfg.max_positions - L
-        if len(ctx.ids) > limit:
-            raise ValueError(f"context of {len(ctx.ids)} tokens plus a span of {L} exceeds the model's "
+        if len(ids) > limit:
+            raise ValueError(f"context of {len(ids)} tokens plus a span of {L} exceeds the model's "
                              f"{self.model.cfg.max_positions} positions; pass cut=True or shorter windows")
         timings.tokenize_ms = _ms(t0)
 
         t0 = time.perf_counter()
-        lookup = self.cache.prepare(ctx.ids, room_after=L, need_hidden=req.mode == "ar")
-        C = len(ctx.ids)
+        lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar")
+        C = len(ids)
         timings.context_ms = _ms(t0)
 
         t0 = time.perf_counter()
@@ -131,7 +135,8 @@ class Engine:
             banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
             outs = [ar_decode(self.model, lookup.entry.kv, C, lookup.entry.last_hidden, L, sp.eom,
-                              temp, req.top_p, gen, banned, deadline, req.cancelled) for temp in temps]
+                              temp, req.top_p, gen, banned, deadline, req.cancelled, healing.first_bias)
+                    for temp in temps]
             rows = [o.span[0].tolist() for o in outs]
             steps_run = sum(o.steps_run for o in outs)
             deadline_hit = any(o.deadline_hit for o in outs)
@@ -139,7 +144,8 @@ class Engine:
         else:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
-            cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first)
+            cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
+                                healing.first_bias)
             if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
@@ -154,7 +160,8 @@ class Engine:
         for row in rows:
             end = row.index(sp.eom) if sp.eom in row else len(row)
             finished.append(end < len(row))
-            texts.append(tok.decode(t for t in row[:end] if t not in (sp.pad, sp.mask)))
+            data = Healer.strip(tok.decode_bytes(t for t in row[:end] if t not in (sp.pad, sp.mask)), healing.stub)
+            texts.append((data or b"").decode("utf-8", errors="ignore"))
         if cancelled:
             texts = [""] * len(rows)
         timings.detokenize_ms = _ms(t0)

@@ -20,6 +20,7 @@ from safetensors.torch import save_file
 
 from .checkpoint import load_model
 from .model import SpanfillModel
+from .prompt import context_ids
 
 
 def llama_config(model: SpanfillModel) -> dict:
@@ -60,6 +61,27 @@ def export(model_dir: str | Path | None, out: Path) -> Path:
     save_file(llama_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
     tok.save(out / "tokenizer.json")
     return out
+
+
+def generate_completion(llama, engine, prefix: str, suffix: str, max_tokens: int) -> tuple[str, int]:
+    """What spanfill's AR mode would complete, through `llama.generate()` on the same context: token
+    healing (healing.py) becomes a logits processor on the first new token. Returns (text, tokens)."""
+    tok, sp = engine.tokenizer, engine.tokenizer.special
+    healing = engine.healer.heal(context_ids(tok, prefix, suffix, budget=engine.budget).ids)
+    ids = torch.tensor([healing.ids])
+
+    def first_token_bias(input_ids, scores):
+        if healing.first_bias is not None and input_ids.shape[1] == ids.shape[1]:
+            scores = scores + healing.first_bias.to(scores.device, scores.dtype)
+        return scores
+
+    out = llama.generate(ids, max_new_tokens=max_tokens, do_sample=False, eos_token_id=sp.eom, pad_token_id=sp.pad,
+                         suppress_tokens=[sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle],
+                         logits_processor=[first_token_bias])
+    generated = out[0, ids.shape[1]:].tolist()
+    end = generated.index(sp.eom) if sp.eom in generated else len(generated)
+    data = tok.decode_bytes(generated[:end])
+    return (data[len(healing.stub):] if data.startswith(healing.stub) else b"").decode("utf-8", errors="ignore"), len(generated)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 import torch
 
 from spanfill.engine import CompletionRequest
-from spanfill.engine.export_llama import export
+from spanfill.engine.export_llama import export, generate_completion
 from spanfill.engine.prompt import context_ids
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
@@ -21,6 +21,17 @@ def test_generate_matches_ar_mode(engine, tiny_dir, tmp_path):
                              suppress_tokens=[sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle], pad_token_id=sp.pad)
     generated = out[0, len(ids):].tolist()
     end = generated.index(sp.eom) if sp.eom in generated else len(generated)
-    result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, mode="ar", span_length=L))
+    result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, mode="ar", span_length=L,
+                                               heal=False))
     assert result.texts == [tok.decode(generated[:end])]
     assert len(generated[:end]) >= 3     # a real sequence was compared, not an immediate <|eom|>
+
+
+def test_generate_completion_heals_like_ar_mode(engine, tiny_dir, tmp_path):
+    from transformers import LlamaForCausalLM
+    llama = LlamaForCausalLM.from_pretrained(export(tiny_dir, tmp_path / "llama"), dtype=torch.float32).eval()
+    for prefix in (SAMPLE_PREFIX + "ret", "x = self.app", SAMPLE_PREFIX):
+        with torch.inference_mode():
+            text, _ = generate_completion(llama, engine, prefix, SAMPLE_SUFFIX, 12)
+        result = engine.complete(CompletionRequest(prefix=prefix, suffix=SAMPLE_SUFFIX, mode="ar", span_length=12))
+        assert result.texts == [text]
