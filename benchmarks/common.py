@@ -12,6 +12,16 @@ import torch
 RESULTS = Path(__file__).parent / "results"
 
 
+def load_engine(model, eager: bool = False, **kw):
+    """The engine as the server runs it: with its compiled CPU steps in use (waits for the compile),
+    or all eager with eager=True."""
+    from spanfill.engine import Engine
+    engine = Engine.load(model, compile=False if eager else None, wait=True, **kw)
+    if engine.compiled is not None and not engine.compiled.ready:
+        print(f"compiling failed, measuring eager: {engine.compiled.error}")
+    return engine
+
+
 def timed(fn, repeats: int, warmup: int = 3) -> list[float]:
     """Milliseconds per call of fn(), after `warmup` unmeasured calls (gpt-fast style)."""
     for _ in range(warmup):

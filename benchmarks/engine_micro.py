@@ -17,9 +17,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import summary, timed, write  # noqa: E402
+from common import load_engine, summary, timed, write  # noqa: E402
 
 from spanfill.engine import CompletionRequest, Engine  # noqa: E402
+from spanfill.engine.denoise import NEG_INF  # noqa: E402
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX, build_tiny_model  # noqa: E402
 
 
@@ -39,6 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--span", type=int, default=32)
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--dtype", default="auto")
+    ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps")
     args = ap.parse_args(argv)
     if args.model is None:
         path = build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
@@ -46,7 +48,7 @@ def main(argv=None) -> int:
     else:
         path = None if args.model == "DEFAULT" else args.model
         label = args.model
-    engine = Engine.load(path, dtype=args.dtype)
+    engine = load_engine(path, args.eager, dtype=args.dtype)
     if args.model is None:
         suppress_end(engine)
     L = args.span
@@ -54,11 +56,19 @@ def main(argv=None) -> int:
     kv = engine.cache.entries[-1].kv
     span = torch.full((1, L), engine.tokenizer.special.mask, device=engine.model.embed.weight.device)
 
-    def one_step():
+    def eager_step():
         with torch.inference_mode():
             engine.model.logits(engine.model.span_step(span, ctx.context_tokens, kv))
 
-    rows = [{"what": f"span step (L={L}, +logits)", **summary(timed(one_step, args.repeats))}]
+    rows = [{"what": f"span step (L={L}, +logits), eager", **summary(timed(eager_step, args.repeats))}]
+    if engine.info["compiled"]:
+        V = engine.model.cfg.vocab_size
+        bias = torch.zeros(V).index_fill_(0, torch.tensor([engine.tokenizer.special.mask]), NEG_INF)
+
+        def compiled_step():
+            with torch.inference_mode():
+                engine.compiled.span_step(span, ctx.context_tokens, kv, bias, torch.zeros(V))
+        rows.append({"what": f"span step (L={L}, +pick), compiled", **summary(timed(compiled_step, args.repeats))})
     for mode, steps in [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]:
         req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode)
         passes = engine.complete(req).steps_run

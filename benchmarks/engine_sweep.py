@@ -21,9 +21,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import RESULTS, percentile, write  # noqa: E402
+from common import RESULTS, load_engine, percentile, write  # noqa: E402
 
-from spanfill.engine import CompletionRequest, Engine  # noqa: E402
+from spanfill.engine import CompletionRequest  # noqa: E402
 from spanfill.engine.corpus import read_split  # noqa: E402
 from spanfill.engine.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
 from spanfill.engine.export_llama import export, generate_completion  # noqa: E402
@@ -46,8 +46,9 @@ def main(argv=None) -> int:
     ap.add_argument("--tasks", type=int, default=100)
     ap.add_argument("--spans", default="16,32,64")
     ap.add_argument("--no-hf", action="store_true", help="skip the transformers generate() baseline")
+    ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps")
     args = ap.parse_args(argv)
-    engine = Engine.load(args.model)
+    engine = load_engine(args.model, args.eager)
     tok = engine.tokenizer
     spans = [int(x) for x in args.spans.split(",")]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.tasks, 0, tok, min(spans))

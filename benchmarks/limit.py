@@ -17,9 +17,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import summary, timed, write  # noqa: E402
+from common import load_engine, summary, timed, write  # noqa: E402
 
-from spanfill.engine import Engine  # noqa: E402
 
 
 def read_bandwidth_gbs(dtype, mb: int = 512) -> float:
@@ -39,8 +38,9 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default=None)
     ap.add_argument("--span", type=int, default=32)
     ap.add_argument("--context", type=int, default=450)
+    ap.add_argument("--eager", action="store_true", help="time the eager step only")
     args = ap.parse_args(argv)
-    engine = Engine.load(args.model)
+    engine = load_engine(args.model, args.eager)
     model, cfg = engine.model, engine.model.cfg
     dtype = model.embed.weight.dtype
     L, C = args.span, args.context
@@ -49,10 +49,18 @@ def main(argv=None) -> int:
         model.encode_context(torch.randint(10, cfg.vocab_size, (1, C)), 0, kv)
     span = torch.full((1, L), engine.tokenizer.special.mask)
 
-    def step():
+    def eager_step():
         with torch.inference_mode():
             model.logits(model.span_step(span, C, kv))
-    step_ms = summary(timed(step, repeats=50, warmup=5))
+    eager_ms = summary(timed(eager_step, repeats=50, warmup=5))
+    step_ms = eager_ms
+    if engine.info["compiled"]:   # the step the engine runs: compiled, with the greedy pick
+        zeros = torch.zeros(cfg.vocab_size)
+
+        def compiled_step():
+            with torch.inference_mode():
+                engine.compiled.span_step(span, C, kv, zeros, zeros)
+        step_ms = summary(timed(compiled_step, repeats=50, warmup=5))
 
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     embed = cfg.vocab_size * cfg.dim
@@ -65,14 +73,15 @@ def main(argv=None) -> int:
     stream_ms = weight_bytes / (bandwidth * 1e9) * 1e3
     flop_ms = flops / (rate * 1e9) * 1e3
     bound_ms = max(stream_ms, flop_ms)
-    report = {"engine": engine.info, "span_length": L, "context_tokens": C, "step": step_ms,
+    report = {"engine": engine.info, "span_length": L, "context_tokens": C, "step": step_ms, "eager_step": eager_ms,
               "weight_bytes": weight_bytes, "step_gflop": flops / 1e9, "read_bandwidth_gbs": round(bandwidth, 2),
               "matmul_gflops": round(rate, 1), "weight_stream_bound_ms": round(stream_ms, 3),
               "flop_bound_ms": round(flop_ms, 3),
               "ratio_to_weight_stream_bound": round(step_ms["median_ms"] / stream_ms, 2),
               "ratio_to_flop_bound": round(step_ms["median_ms"] / flop_ms, 2),
               "ratio_to_tighter_bound": round(step_ms["median_ms"] / bound_ms, 2)}
-    print(f"step (L={L}, C={C}, {dtype}): median {step_ms['median_ms']:.2f} ms, p95 {step_ms['p95_ms']:.2f} ms")
+    print(f"step (L={L}, C={C}, {dtype}, {'compiled' if engine.info['compiled'] else 'eager'}): "
+          f"median {step_ms['median_ms']:.2f} ms, p95 {step_ms['p95_ms']:.2f} ms (eager {eager_ms['median_ms']:.2f} ms)")
     print(f"weights {weight_bytes / 1e6:.1f} MB at {bandwidth:.1f} GB/s -> {stream_ms:.3f} ms "
           f"(step is {report['ratio_to_weight_stream_bound']}x)")
     print(f"{flops / 1e9:.3f} GFLOP at {rate:.0f} GFLOP/s -> {flop_ms:.3f} ms (step is {report['ratio_to_flop_bound']}x)")

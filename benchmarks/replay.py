@@ -43,7 +43,7 @@ import common  # noqa: E402
 from common import percentile, write  # noqa: E402
 
 from spanfill.engine.corpus import read_split  # noqa: E402
-from spanfill.server.headless import Document, make_client, start, status, stop  # noqa: E402
+from spanfill.server.headless import Document, make_client, start, status, stop, wait_until_compiled  # noqa: E402
 
 REGIONS_PER_FILE = 3
 BODY_LINES = (3, 8)            # function bodies of about five lines
@@ -239,7 +239,7 @@ def report(run: Replay, server: dict, args, seconds: float) -> dict:
     return {
         "command": "python benchmarks/replay.py " + " ".join(args.argv),
         "model": server.get("model") or args.model, "device": server.get("device"), "dtype": server.get("dtype"),
-        "params": server.get("params"),
+        "params": server.get("params"), "compiled": server.get("compiled"),
         "config": {"files": args.files, "regions_per_file": REGIONS_PER_FILE, "interval_ms": args.interval_ms,
                    "max_keys": args.max_keys, "seed": args.seed, "data": str(args.data)},
         "regions": run.regions,
@@ -332,6 +332,9 @@ async def replay(args, chosen) -> tuple[Replay, dict] | None:
         if st.state != "ready":
             print(f"the model did not load: {st.error}\n(pass --model DIR; server log: {log_file})")
             return None
+        st = await wait_until_compiled(client)
+        if st.device == "cpu" and not st.compiled:
+            print(f"the server's compiled CPU steps are not in use ({st.compile}); measuring eager (log: {log_file})")
         run = Replay()
         regions = [(path, text, r) for path, text, rs in chosen for r in rs]
         for i, (path, text, region) in enumerate(regions):

@@ -55,10 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("diffusion", "ar"), default="diffusion")
     ap.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes ~20 s)")
     args = ap.parse_args(argv)
     try:
         tasks = read_tasks(args.input)
-        engine = Engine.load(args.model, device=args.device)
+        engine = Engine.load(args.model, device=args.device, compile=False if args.eager else None, wait=True)
         with args.output.open("w", encoding="utf-8") as out:
             for row in run(engine, tasks, args.steps, args.span, args.mode):
                 out.write(json.dumps(row) + "\n")

@@ -156,8 +156,11 @@ def first_position_rows(masked: torch.Tensor) -> torch.Tensor:
 
 def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
             eom_id: int, pad_id: int, generator: torch.Generator | None = None,
-            deadline: float | None = None, cancelled: Callable[[], bool] | None = None) -> DenoiseOutput:
-    """Denoise n candidate spans against the cached context kv[:, :, :context_len]."""
+            deadline: float | None = None, cancelled: Callable[[], bool] | None = None,
+            greedy_step: Callable | None = None) -> DenoiseOutput:
+    """Denoise n candidate spans against the cached context kv[:, :, :context_len].
+    greedy_step(span, context_len, kv) -> (confidence, token), both [n, L], replaces the forward pass
+    and the pick of greedy decoding (compiled.py: cfg's banned ids and first_bias are baked into it)."""
     device = model.embed.weight.device
     L = cfg.span_length
     span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
@@ -165,17 +168,22 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     plan = StepPlan(L, cfg.steps, deadline, cancelled)
     steps_run = 0
     for k, final in plan:
-        hidden = model.span_step(span, context_len, kv)             # [n, L, D]
         steps_run += 1
-        logits = model.logits(hidden[masked])                        # [masked rows, V]
-        if cfg.first_bias is not None:
-            rows = first_position_rows(masked)
-            logits[rows] = logits[rows] + cfg.first_bias.to(logits.dtype)
-        conf_m, token_m = _pick(logits, masked, cfg, generator)
-        confidence = torch.full((n, L), NEG_INF, device=device)
-        proposal = span.clone()
-        confidence[masked] = conf_m
-        proposal[masked] = token_m
+        if greedy_step is not None:
+            conf, token = greedy_step(span, context_len, kv)
+            confidence = conf.masked_fill(~masked, NEG_INF)
+            proposal = torch.where(masked, token, span)
+        else:
+            hidden = model.span_step(span, context_len, kv)             # [n, L, D]
+            logits = model.logits(hidden[masked])                        # [masked rows, V]
+            if cfg.first_bias is not None:
+                rows = first_position_rows(masked)
+                logits[rows] = logits[rows] + cfg.first_bias.to(logits.dtype)
+            conf_m, token_m = _pick(logits, masked, cfg, generator)
+            confidence = torch.full((n, L), NEG_INF, device=device)
+            proposal = span.clone()
+            confidence[masked] = conf_m
+            proposal[masked] = token_m
         commit_step(span, masked, confidence, proposal, k, cfg, final, eom_id, pad_id)
         if final or not masked.any():
             break
@@ -185,18 +193,22 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
 def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
               eom_id: int, temperature: float = 0.0, top_p: float = 1.0,
               generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
-              cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None) -> DenoiseOutput:
+              cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None,
+              token_step: Callable | None = None) -> DenoiseOutput:
     """The baseline: decode the same weights one token per step through the causal path. kv buffers
     must have room for context_len + max_tokens positions; positions past context_len are scratch.
-    first_bias [V] is added to the first token's logits (healing.py)."""
+    first_bias [V] is added to the first token's logits (healing.py); token_step(token [1, 1],
+    position, kv) -> logits [1, V] is the causal step (compiled.py), the eager model's by default."""
+    if token_step is None:
+        def token_step(token, position, kv):
+            return model.logits(model.encode_context(token, position, kv))
     tokens: list[int] = []
-    hidden = last_hidden                                              # [1, D]
+    logits = model.logits(last_hidden)                                # [1, V]
     deadline_hit = was_cancelled = False
     for i in range(max_tokens):
         if cancelled is not None and cancelled():
             was_cancelled = True
             break
-        logits = model.logits(hidden)
         if i == 0 and first_bias is not None:
             logits = logits + first_bias.to(logits.dtype)
         _, token = pick_tokens(logits, temperature, top_p, generator, banned)
@@ -207,6 +219,6 @@ def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Ten
             deadline_hit = True
             break
         if i + 1 < max_tokens:
-            hidden = model.encode_context(token[None], context_len + i, kv)
+            logits = token_step(token[None], context_len + i, kv)
     span = torch.tensor([tokens], dtype=torch.long)
     return DenoiseOutput(span, len(tokens), deadline_hit, was_cancelled)

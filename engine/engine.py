@@ -8,6 +8,7 @@ Stages are timed separately: tokenize -> context (KV cache) -> denoise -> detoke
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ import torch
 
 from .api import CancelledError, CompletionRequest, CompletionResult, Timings
 from .checkpoint import DEFAULT_MODEL_DIR, load_model
+from .compiled import CompiledSteps
 from .context_cache import ContextCache
 from .cuda_step import StaticSpanDenoiser
 from .denoise import DenoiseConfig, ar_decode, denoise
@@ -43,6 +45,8 @@ class Engine:
         sp = tokenizer.special   # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
         on_cuda = model.embed.weight.is_cuda
         self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
+        self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
+        self._biases: dict[tuple[int, ...], torch.Tensor] = {}
         self._lock = threading.Lock()
         total = model.cfg.max_context_tokens
         # the trained split of the context budget, scaled if a config says otherwise
@@ -53,13 +57,28 @@ class Engine:
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
-             warmup: bool = True) -> "Engine":
+             warmup: bool = True, compile: bool | None = None, wait: bool = False) -> "Engine":
+        """compile: compile the CPU steps in the background (compiled.py); None = on for CPU unless
+        the environment sets SPANFILL_COMPILE=0. wait: return only once they are compiled (or failed)."""
         dev = pick_device(device)
         model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
         engine = cls(model, tok, name=str(Path(path) if path else DEFAULT_MODEL_DIR))
         if warmup:
             engine.warmup()
+        if compile is None:
+            compile = dev.type == "cpu" and os.environ.get("SPANFILL_COMPILE", "1") != "0"
+        if compile:
+            engine.compile(wait=wait)
         return engine
+
+    def compile(self, wait: bool = False) -> CompiledSteps:
+        """Compile the greedy span step and the AR token step for the model's span length in a
+        background thread; requests stay eager until it is done. wait=True blocks until then."""
+        if self.compiled is None:
+            self.compiled = CompiledSteps(self.model, self.model.cfg.span_length).start()
+        if wait:
+            self.compiled.wait()
+        return self.compiled
 
     @property
     def info(self) -> dict:
@@ -67,7 +86,18 @@ class Engine:
         cfg = self.model.cfg
         return {"model": self.name, "device": str(w.device), "dtype": str(w.dtype).replace("torch.", ""),
                 "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
-                "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions}
+                "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions,
+                "compiled": bool(self.compiled and self.compiled.ready),
+                "compile": self.compiled.state if self.compiled else "off"}
+
+    def _bias(self, banned: list[int]) -> torch.Tensor:
+        """[V] float: -inf on the banned ids (the compiled step's form of `banned`)."""
+        key = tuple(banned)
+        if key not in self._biases:
+            w = self.model.embed.weight
+            self._biases[key] = torch.zeros(self.model.cfg.vocab_size, device=w.device).index_fill_(
+                0, torch.tensor(key, dtype=torch.long, device=w.device), float("-inf"))
+        return self._biases[key]
 
     @property
     def cache_stats(self) -> dict:
@@ -134,8 +164,9 @@ class Engine:
         if req.mode == "ar":
             banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
+            token_step = self.compiled.token_step if self.compiled is not None and self.compiled.ready else None
             outs = [ar_decode(self.model, lookup.entry.kv, C, lookup.entry.last_hidden, L, sp.eom,
-                              temp, req.top_p, gen, banned, deadline, req.cancelled, healing.first_bias)
+                              temp, req.top_p, gen, banned, deadline, req.cancelled, healing.first_bias, token_step)
                     for temp in temps]
             rows = [o.span[0].tolist() for o in outs]
             steps_run = sum(o.steps_run for o in outs)
@@ -149,8 +180,15 @@ class Engine:
             if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
+                greedy_step = None
+                if self.compiled is not None and self.compiled.supports(req.n, L, req.temperature):
+                    bias, compiled = self._bias(banned), self.compiled
+                    first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
+
+                    def greedy_step(span, context_len, kv):
+                        return compiled.span_step(span, context_len, kv, bias, first)
                 out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
-                              req.cancelled)
+                              req.cancelled, greedy_step)
             rows = out.span.tolist()
             steps_run, deadline_hit, cancelled = out.steps_run, out.deadline_hit, out.cancelled
         timings.denoise_ms = _ms(t0)

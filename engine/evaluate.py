@@ -142,9 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--multi", type=int, default=150)
     ap.add_argument("--span", type=int, default=None)
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes ~20 s)")
     ap.add_argument("--dtype", default="auto")
     args = ap.parse_args(argv)
-    engine = Engine.load(args.model, device=args.device, dtype=args.dtype)
+    engine = Engine.load(args.model, device=args.device, dtype=args.dtype, compile=False if args.eager else None, wait=True)
     L = args.span or engine.model.cfg.span_length
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     report = evaluate(engine, tasks, L)

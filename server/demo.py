@@ -19,7 +19,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from .headless import Document, make_client, start, status, stop
+from .headless import Document, make_client, start, status, stop, wait_until_compiled
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inventory.py"
 TYPED = "item = find("          # typed one character at a time into restock()
@@ -71,7 +71,12 @@ async def run(args: argparse.Namespace, log_file: Path) -> int:
         if st.state != "ready":
             print(f"the model did not load: {st.error}\n(train one with `spanfill train`, or pass --model DIR)")
             return 1
-        print(f"model {st.model} on {st.device} ({st.dtype}, {st.params:,} parameters)\n")
+        print(f"model {st.model} on {st.device} ({st.dtype}, {st.params:,} parameters)")
+        if st.compile == "compiling":
+            print("waiting for the compiled CPU steps (the server answers eagerly meanwhile; ~20 s, less once cached) ...")
+            st = await wait_until_compiled(client)
+            print("compiled" if st.compiled else f"not compiled ({st.compile}), running eager (see {log_file})")
+        print()
         doc = Session(client, args.file)
 
         at = doc.cursor_after("def restock")

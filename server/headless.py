@@ -49,6 +49,16 @@ async def wait_until_loaded(client: LanguageClient):
     return st
 
 
+async def wait_until_compiled(client: LanguageClient, timeout_s: float = 300.0):
+    """The status once the engine's CPU steps are no longer being compiled (or the timeout passed)."""
+    deadline = time.monotonic() + timeout_s
+    st = await status(client)
+    while st.compile == "compiling" and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        st = await status(client)
+    return st
+
+
 async def start(client: LanguageClient, log_file: Path, **settings):
     """Start `spanfill serve` (logging to `log_file`), initialize it with `settings` (the
     "spanfill" section of initializationOptions), and return its status once the model loaded or

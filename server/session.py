@@ -58,6 +58,8 @@ class Session:
             "device": info.get("device"),
             "dtype": info.get("dtype"),
             "params": info.get("params"),
+            "compiled": info.get("compiled"),
+            "compile": info.get("compile"),        # off | compiling | ready | failed
             **self.stats.snapshot(),
             "engineCache": engine.cache_stats if engine else None,
             "settings": as_client_dict(self.settings),

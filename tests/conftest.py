@@ -1,11 +1,15 @@
 """Shared fixtures: one CPU thread for torch (a training run may own the cores), a tiny
-random-weight checkpoint, and the shipped model where it exists."""
+random-weight checkpoint, and the shipped model where it exists. Engines and the servers the tests
+start stay eager (SPANFILL_COMPILE=0): the compiled steps have their own test, and a background
+compile in every server would cost each test seconds of CPU."""
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 torch.set_num_threads(1)
+os.environ["SPANFILL_COMPILE"] = "0"
 
 SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "engine" / "default_model"
 

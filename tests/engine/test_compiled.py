@@ -1,0 +1,55 @@
+"""The compiled CPU steps (compiled.py) decode exactly like the eager engine, and are really used."""
+import torch
+
+from spanfill.engine import CompletionRequest, Engine
+from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
+
+
+def test_compiled_steps_decode_like_eager(tiny_dir):
+    eager = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
+    fast = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
+    compiled = fast.compile(wait=True)
+    assert compiled.ready and compiled.error is None and fast.info["compiled"]
+    assert (fast.info["compile"], eager.info["compile"]) == ("ready", "off")
+    calls = {"span": 0, "token": 0}
+    span_step, token_step = compiled.span_step, compiled.token_step
+
+    def counting(name, fn):
+        def call(*args):
+            calls[name] += 1
+            return fn(*args)
+        return call
+
+    compiled.span_step, compiled.token_step = counting("span", span_step), counting("token", token_step)
+    L = fast.model.cfg.span_length
+    expected = {"span": 0, "token": 0}
+    # contexts of several lengths (one beyond the warm-up's capacities), healed and not
+    for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX * 3, "x = self.app"):
+        for mode in ("diffusion", "ar"):
+            req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=4)
+            a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
+            assert b.texts == a.texts and b.steps_run == a.steps_run
+            if mode == "diffusion":
+                expected["span"] += b.steps_run
+            else:   # the first AR token comes from the context's last hidden state
+                expected["token"] += b.steps_run - 1
+    assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4
+    # what it was not compiled for stays on the eager path
+    before = dict(calls)
+    fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, n=2, steps=2))
+    fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L + 4, steps=2))
+    fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, temperature=0.7, steps=2))
+    assert calls["span"] == before["span"]
+
+
+def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
+    engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
+
+    def broken(*args, **kw):
+        raise RuntimeError("no C++ compiler")
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: broken)
+    compiled = engine.compile(wait=True)
+    assert not compiled.ready and "no C++ compiler" in compiled.error
+    result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX))
+    assert len(result.texts) == 1 and not engine.info["compiled"] and engine.info["compile"] == "failed"
