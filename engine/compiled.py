@@ -5,14 +5,18 @@ SwiGLU, cache writes) around 24 matmuls, and their dispatch costs more than the 
 fuses the pointwise work into a few C++ loops and, with `freezing`, pre-packs the weights for oneDNN.
 What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 
-* `span_step(span, context_len, kv, bias, first_bias) -> (confidence, token)`: one greedy denoising
-  pass of one candidate — the span's forward against the cached context, logits for every position,
-  banned ids and token healing as additive biases, then max-probability and argmax;
+* `denoise_step(span, masked, context_len, kv, bias, first_bias, k)`: one whole greedy denoising step
+  of one candidate with the fixed commit rule, in place on span/masked — the span's forward against
+  the cached context, logits for every position, banned ids and token healing as additive biases,
+  max-probability and argmax, then the commit of the k most confident positions (k = L on the final
+  step) and the truncation after <|eom|> (denoise.apply_commit);
 * `token_step(token, position, kv) -> logits`: one AR token through the causal path.
 
-Both specialise on the span length and batch and are dynamic in the context length and the cache's
-capacity: `warm` calls each with two different lengths and capacities, so Dynamo compiles the
-specialised graph and then the dynamic one, and no user request pays for a compile. It runs in a
+Both specialise on the span length and batch, and nothing else may trigger a recompile during a
+request: the caches are passed as views that end where the step's keys end (so their length is
+always context + L, one symbol), and k is a tensor (the top-k commit becomes a rank test). `warm`
+calls each step at two context lengths, so Dynamo compiles the specialised graph and then the
+dynamic one before any request. It runs in a
 background thread while requests use the eager path; `ready` flips when both are compiled. Any
 failure (no C++ compiler, an unsupported op) leaves `ready` false and the engine eager.
 """
@@ -24,41 +28,51 @@ import time
 
 import torch
 
+from .denoise import NEG_INF, apply_commit
 from .model import SpanfillModel
 
 log = logging.getLogger(__name__)
+OPTIONS = {"freezing": True}   # weights become constants: oneDNN gets them pre-packed
 
 
 class CompiledSteps:
-    def __init__(self, model: SpanfillModel, span_length: int):
+    def __init__(self, model: SpanfillModel, span_length: int, eom_id: int, pad_id: int):
         self.model = model
+        self.eom_id, self.pad_id = eom_id, pad_id
         self.span_length = span_length
         self.ready = False
         self.error: str | None = None
         self.compile_seconds: float | None = None
         self._done = threading.Event()
-        self._span = torch.compile(self._span_step)
-        self._token = torch.compile(self._token_step)
+        self._denoise = torch.compile(self._denoise_step, options=OPTIONS)
+        self._token = torch.compile(self._token_step, options=OPTIONS)
+        self._k: dict[int, torch.Tensor] = {}
 
     # ---- the compiled functions ----------------------------------------------------------------
-    def _span_step(self, span, context_len: int, kv, bias, first_bias):
+    def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, k) -> None:
         logits = self.model.logits(self.model.span_step(span, context_len, kv)).float() + bias   # [1, L, V]
         logits[:, 0] += first_bias
         top, token = logits.max(dim=-1)
-        return torch.exp(top - torch.logsumexp(logits, dim=-1)), token
+        confidence = torch.exp(top - torch.logsumexp(logits, dim=-1)).masked_fill(~masked, NEG_INF)
+        order = confidence.argsort(dim=1, descending=True, stable=True)
+        rank = torch.empty_like(order).scatter_(1, order, torch.arange(span.shape[1]).expand_as(order))
+        apply_commit(span, masked, masked & (rank < k), torch.where(masked, token, span), self.eom_id, self.pad_id)
 
     def _token_step(self, token, position: int, kv):
         return self.model.logits(self.model.encode_context(token, position, kv))
 
     # ---- use -----------------------------------------------------------------------------------
-    def supports(self, n: int, span_length: int, temperature: float) -> bool:
-        return self.ready and n == 1 and span_length == self.span_length and temperature <= 0
+    def supports(self, n: int, span_length: int, temperature: float, rule: str) -> bool:
+        return self.ready and n == 1 and span_length == self.span_length and temperature <= 0 and rule == "fixed"
 
-    def span_step(self, span, context_len, kv, bias, first_bias):
-        return self._span(span, context_len, kv, bias, first_bias)
+    def denoise_step(self, span, masked, context_len, kv, bias, first_bias, k: int) -> None:
+        end = context_len + span.shape[1]
+        if k not in self._k:
+            self._k[k] = torch.tensor(k, device=span.device)
+        self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._k[k])
 
     def token_step(self, token, position, kv):
-        return self._token(token, position, kv)
+        return self._token(token, position, _upto(kv, position + 1))
 
     @property
     def state(self) -> str:
@@ -78,15 +92,18 @@ class CompiledSteps:
         L, V = self.span_length, cfg.vocab_size
         t0 = time.perf_counter()
         try:
-            with torch.inference_mode(), torch._inductor.config.patch(freezing=True):
-                zeros = torch.zeros(V, device=w.device)
-                for context_len, capacity in ((100, 256), (150, 384)):
+            with torch.inference_mode():
+                # sizes and strides vary; the last case's views are whole buffers (contiguous),
+                # which Dynamo guards as a case of its own
+                for context_len, capacity in ((100, 256), (150, 384), (256 - L, 256)):
                     shape = (1, cfg.n_heads, capacity, cfg.head_dim)
                     kv = [(torch.zeros(shape, dtype=w.dtype, device=w.device),
                            torch.zeros(shape, dtype=w.dtype, device=w.device)) for _ in range(cfg.n_layers)]
                     span = torch.ones(1, L, dtype=torch.long, device=w.device)
-                    self._span(span, context_len, kv, zeros, zeros)
-                    self._token(span[:, :1], context_len, kv)
+                    masked = torch.ones(1, L, dtype=torch.bool, device=w.device)
+                    self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
+                                      torch.zeros(V, device=w.device), max(1, L // 4))
+                    self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), capacity - 1 if capacity - L == context_len else context_len, kv)
         except Exception as err:   # noqa: BLE001 - any compiler failure means: stay eager
             self.error = f"{type(err).__name__}: {err}"
             log.warning("compiling the CPU steps failed, staying eager: %s", self.error)
@@ -100,3 +117,8 @@ class CompiledSteps:
     def start(self) -> "CompiledSteps":
         threading.Thread(target=self.warm, name="spanfill-compile", daemon=True).start()
         return self
+
+
+def _upto(kv, end: int):
+    """Views of the per-layer caches that end at position `end`."""
+    return [(k[:, :, :end], v[:, :, :end]) for k, v in kv]

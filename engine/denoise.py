@@ -101,6 +101,11 @@ def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tens
         commit = commit_threshold(confidence, masked, cfg.threshold)
     else:
         commit = commit_topk(confidence, masked, k)
+    apply_commit(span, masked, commit, proposal, eom, pad)
+
+
+def apply_commit(span: torch.Tensor, masked: torch.Tensor, commit: torch.Tensor, proposal: torch.Tensor,
+                 eom: int, pad: int) -> None:
     span.copy_(torch.where(commit, proposal, span))
     masked &= ~commit
     truncate_after_eom(span, masked, eom, pad)
@@ -157,10 +162,10 @@ def first_position_rows(masked: torch.Tensor) -> torch.Tensor:
 def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
             eom_id: int, pad_id: int, generator: torch.Generator | None = None,
             deadline: float | None = None, cancelled: Callable[[], bool] | None = None,
-            greedy_step: Callable | None = None) -> DenoiseOutput:
+            fused_step: Callable | None = None) -> DenoiseOutput:
     """Denoise n candidate spans against the cached context kv[:, :, :context_len].
-    greedy_step(span, context_len, kv) -> (confidence, token), both [n, L], replaces the forward pass
-    and the pick of greedy decoding (compiled.py: cfg's banned ids and first_bias are baked into it)."""
+    fused_step(span, masked, context_len, kv, k), in place, replaces a whole step of greedy decoding
+    with the fixed rule (compiled.py; k = L on the final step: commit everything left)."""
     device = model.embed.weight.device
     L = cfg.span_length
     span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
@@ -169,10 +174,8 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     steps_run = 0
     for k, final in plan:
         steps_run += 1
-        if greedy_step is not None:
-            conf, token = greedy_step(span, context_len, kv)
-            confidence = conf.masked_fill(~masked, NEG_INF)
-            proposal = torch.where(masked, token, span)
+        if fused_step is not None:
+            fused_step(span, masked, context_len, kv, L if final else k)
         else:
             hidden = model.span_step(span, context_len, kv)             # [n, L, D]
             logits = model.logits(hidden[masked])                        # [masked rows, V]
@@ -184,7 +187,7 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
             proposal = span.clone()
             confidence[masked] = conf_m
             proposal[masked] = token_m
-        commit_step(span, masked, confidence, proposal, k, cfg, final, eom_id, pad_id)
+            commit_step(span, masked, confidence, proposal, k, cfg, final, eom_id, pad_id)
         if final or not masked.any():
             break
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)

@@ -75,7 +75,8 @@ class Engine:
         """Compile the greedy span step and the AR token step for the model's span length in a
         background thread; requests stay eager until it is done. wait=True blocks until then."""
         if self.compiled is None:
-            self.compiled = CompiledSteps(self.model, self.model.cfg.span_length).start()
+            sp = self.tokenizer.special
+            self.compiled = CompiledSteps(self.model, self.model.cfg.span_length, sp.eom, sp.pad).start()
         if wait:
             self.compiled.wait()
         return self.compiled
@@ -180,15 +181,15 @@ class Engine:
             if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
-                greedy_step = None
-                if self.compiled is not None and self.compiled.supports(req.n, L, req.temperature):
+                fused_step = None
+                if self.compiled is not None and self.compiled.supports(req.n, L, req.temperature, req.rule):
                     bias, compiled = self._bias(banned), self.compiled
                     first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
 
-                    def greedy_step(span, context_len, kv):
-                        return compiled.span_step(span, context_len, kv, bias, first)
+                    def fused_step(span, masked, context_len, kv, k):
+                        compiled.denoise_step(span, masked, context_len, kv, bias, first, k)
                 out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
-                              req.cancelled, greedy_step)
+                              req.cancelled, fused_step)
             rows = out.span.tolist()
             steps_run, deadline_hit, cancelled = out.steps_run, out.deadline_hit, out.cancelled
         timings.denoise_ms = _ms(t0)

@@ -12,7 +12,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     assert compiled.ready and compiled.error is None and fast.info["compiled"]
     assert (fast.info["compile"], eager.info["compile"]) == ("ready", "off")
     calls = {"span": 0, "token": 0}
-    span_step, token_step = compiled.span_step, compiled.token_step
+    span_step, token_step = compiled.denoise_step, compiled.token_step
 
     def counting(name, fn):
         def call(*args):
@@ -20,13 +20,14 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
             return fn(*args)
         return call
 
-    compiled.span_step, compiled.token_step = counting("span", span_step), counting("token", token_step)
+    compiled.denoise_step, compiled.token_step = counting("span", span_step), counting("token", token_step)
     L = fast.model.cfg.span_length
     expected = {"span": 0, "token": 0}
+    compiles = dict(torch._dynamo.utils.counters["frames"])
     # contexts of several lengths (one beyond the warm-up's capacities), healed and not
-    for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX * 3, "x = self.app"):
-        for mode in ("diffusion", "ar"):
-            req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=4)
+    for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX * 3, "x = self.app", SAMPLE_PREFIX * 5):
+        for mode, steps in (("diffusion", 4), ("diffusion", 3), ("diffusion", 1), ("ar", None)):
+            req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=steps)
             a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
             assert b.texts == a.texts and b.steps_run == a.steps_run
             if mode == "diffusion":
@@ -34,11 +35,13 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
             else:   # the first AR token comes from the context's last hidden state
                 expected["token"] += b.steps_run - 1
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4
+    assert dict(torch._dynamo.utils.counters["frames"]) == compiles    # no request paid for a (re)compile
     # what it was not compiled for stays on the eager path
     before = dict(calls)
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, n=2, steps=2))
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L + 4, steps=2))
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, temperature=0.7, steps=2))
+    fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, rule="threshold", steps=2))
     assert calls["span"] == before["span"]
 
 
