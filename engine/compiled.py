@@ -10,13 +10,16 @@ What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
   the cached context, logits for every position, banned ids and token healing as additive biases,
   max-probability and argmax, then the commit of the k most confident positions (k = L on the final
   step) and the truncation after <|eom|> (denoise.apply_commit);
-* `token_step(token, position, kv) -> logits`: one AR token through the causal path.
+* `token_step(token, position, kv) -> logits`: one AR token through the causal path;
+* `prefill(tokens, start, kv) -> hidden`: encoding new context tokens into the cache (all of a new
+  file's context, or the few tokens typed since the last request), dynamic in their number.
 
-Both specialise on the span length and batch, and nothing else may trigger a recompile during a
-request: the caches are passed as views that end where the step's keys end (so their length is
+The steps specialise on the span length and batch, and nothing else should need a recompile during
+a request: the caches are passed as views that end where the step's keys end (so their length is
 always context + L, one symbol), and k is a tensor (the top-k commit becomes a rank test). `warm`
-calls each step at two context lengths, so Dynamo compiles the specialised graph and then the
-dynamic one before any request. It runs in a
+calls each at two context lengths, so Dynamo compiles the specialised graph and then the dynamic
+one, plus the guard cases it splits off (a view that is a whole buffer). Should a request still
+need a recompile, it runs eagerly instead (`eager_on_recompile`): no request waits for a compiler. It runs in a
 background thread while requests use the eager path; `ready` flips when both are compiled. Any
 failure (no C++ compiler, an unsupported op) leaves `ready` false and the engine eager.
 """
@@ -46,7 +49,9 @@ class CompiledSteps:
         self._done = threading.Event()
         self._denoise = torch.compile(self._denoise_step, options=OPTIONS)
         self._token = torch.compile(self._token_step, options=OPTIONS)
+        self._prefill = torch.compile(self.model.encode_context, options=OPTIONS, dynamic=True)
         self._k: dict[int, torch.Tensor] = {}
+        self._stance = "default"      # while warming up: compile; afterwards: never
 
     # ---- the compiled functions ----------------------------------------------------------------
     def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, k) -> None:
@@ -69,10 +74,16 @@ class CompiledSteps:
         end = context_len + span.shape[1]
         if k not in self._k:
             self._k[k] = torch.tensor(k, device=span.device)
-        self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._k[k])
+        with torch.compiler.set_stance(self._stance):
+            self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._k[k])
 
     def token_step(self, token, position, kv):
-        return self._token(token, position, _upto(kv, position + 1))
+        with torch.compiler.set_stance(self._stance):
+            return self._token(token, position, _upto(kv, position + 1))
+
+    def prefill(self, tokens, start, kv):
+        with torch.compiler.set_stance(self._stance):
+            return self._prefill(tokens, start, _upto(kv, start + tokens.shape[1]))
 
     @property
     def state(self) -> str:
@@ -86,7 +97,7 @@ class CompiledSteps:
 
     # ---- compiling -----------------------------------------------------------------------------
     def warm(self) -> None:
-        """Compile both steps on scratch caches of two sizes (never a request's cache)."""
+        """Compile every step on scratch caches (never a request's cache)."""
         cfg = self.model.cfg
         w = self.model.embed.weight
         L, V = self.span_length, cfg.vocab_size
@@ -96,23 +107,34 @@ class CompiledSteps:
                 # sizes and strides vary; the last case's views are whole buffers (contiguous),
                 # which Dynamo guards as a case of its own
                 for context_len, capacity in ((100, 256), (150, 384), (256 - L, 256)):
-                    shape = (1, cfg.n_heads, capacity, cfg.head_dim)
-                    kv = [(torch.zeros(shape, dtype=w.dtype, device=w.device),
-                           torch.zeros(shape, dtype=w.dtype, device=w.device)) for _ in range(cfg.n_layers)]
+                    kv = self._scratch(capacity)
                     span = torch.ones(1, L, dtype=torch.long, device=w.device)
                     masked = torch.ones(1, L, dtype=torch.bool, device=w.device)
                     self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
                                       torch.zeros(V, device=w.device), max(1, L // 4))
-                    self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), capacity - 1 if capacity - L == context_len else context_len, kv)
+                    position = capacity - 1 if context_len + L == capacity else context_len
+                    self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
+                # a whole context from position 0, then a few typed tokens after it; both again
+                # ending at the buffer's end
+                for start, n, capacity in ((0, 90, 256), (0, 140, 384), (90, 3, 256), (140, 7, 384),
+                                           (0, 256, 256), (250, 6, 256)):
+                    self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
         except Exception as err:   # noqa: BLE001 - any compiler failure means: stay eager
             self.error = f"{type(err).__name__}: {err}"
             log.warning("compiling the CPU steps failed, staying eager: %s", self.error)
         else:
             self.compile_seconds = time.perf_counter() - t0
+            self._stance = "eager_on_recompile"
             self.ready = True
             log.info("compiled CPU steps in %.1f s", self.compile_seconds)
         finally:
             self._done.set()
+
+    def _scratch(self, capacity: int):
+        cfg, w = self.model.cfg, self.model.embed.weight
+        shape = (1, cfg.n_heads, capacity, cfg.head_dim)
+        return [(torch.zeros(shape, dtype=w.dtype, device=w.device), torch.zeros(shape, dtype=w.dtype, device=w.device))
+                for _ in range(cfg.n_layers)]
 
     def start(self) -> "CompiledSteps":
         threading.Thread(target=self.warm, name="spanfill-compile", daemon=True).start()

@@ -47,6 +47,7 @@ class Lookup:
 class ContextCache:
     def __init__(self, model: SpanfillModel, max_entries: int = 4):
         self.model = model
+        self.encode = model.encode_context   # (tokens, start, kv) -> last hidden; the engine may swap in a compiled one
         self.max_entries = max_entries
         self.entries: list[CacheEntry] = []          # most recently used last
         self.requests = self.reused_tokens = self.encoded_tokens = 0
@@ -88,7 +89,7 @@ class ContextCache:
                 v_new[:, :, :shared] = v_old[:, :, :shared]
         if shared < len(tokens):
             new = torch.tensor([tokens[shared:]], dtype=torch.long, device=self.model.embed.weight.device)
-            entry.last_hidden = self.model.encode_context(new, shared, entry.kv)
+            entry.last_hidden = self.encode(new, shared, entry.kv)
         elif len(entry.tokens) != shared:
             entry.last_hidden = None
         entry.tokens = list(tokens)

@@ -153,6 +153,8 @@ class Engine:
         timings.tokenize_ms = _ms(t0)
 
         t0 = time.perf_counter()
+        compiled = self.compiled if self.compiled is not None and self.compiled.ready else None
+        self.cache.encode = compiled.prefill if compiled else self.model.encode_context
         lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar")
         C = len(ids)
         timings.context_ms = _ms(t0)
@@ -165,7 +167,7 @@ class Engine:
         if req.mode == "ar":
             banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
-            token_step = self.compiled.token_step if self.compiled is not None and self.compiled.ready else None
+            token_step = compiled.token_step if compiled else None
             outs = [ar_decode(self.model, lookup.entry.kv, C, lookup.entry.last_hidden, L, sp.eom,
                               temp, req.top_p, gen, banned, deadline, req.cancelled, healing.first_bias, token_step)
                     for temp in temps]
@@ -182,8 +184,8 @@ class Engine:
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
                 fused_step = None
-                if self.compiled is not None and self.compiled.supports(req.n, L, req.temperature, req.rule):
-                    bias, compiled = self._bias(banned), self.compiled
+                if compiled and compiled.supports(req.n, L, req.temperature, req.rule):
+                    bias = self._bias(banned)
                     first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
 
                     def fused_step(span, masked, context_len, kv, k):

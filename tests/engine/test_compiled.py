@@ -11,8 +11,8 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     compiled = fast.compile(wait=True)
     assert compiled.ready and compiled.error is None and fast.info["compiled"]
     assert (fast.info["compile"], eager.info["compile"]) == ("ready", "off")
-    calls = {"span": 0, "token": 0}
-    span_step, token_step = compiled.denoise_step, compiled.token_step
+    calls = {"span": 0, "token": 0, "prefill": 0}
+    span_step, token_step, prefill = compiled.denoise_step, compiled.token_step, compiled.prefill
 
     def counting(name, fn):
         def call(*args):
@@ -21,8 +21,9 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
         return call
 
     compiled.denoise_step, compiled.token_step = counting("span", span_step), counting("token", token_step)
+    compiled.prefill = counting("prefill", prefill)
     L = fast.model.cfg.span_length
-    expected = {"span": 0, "token": 0}
+    expected = {"span": 0, "token": 0, "prefill": 0}
     compiles = dict(torch._dynamo.utils.counters["frames"])
     # contexts of several lengths (one beyond the warm-up's capacities), healed and not
     for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX * 3, "x = self.app", SAMPLE_PREFIX * 5):
@@ -30,11 +31,12 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
             req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=steps)
             a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
             assert b.texts == a.texts and b.steps_run == a.steps_run
+            expected["prefill"] += b.encoded_tokens > 0
             if mode == "diffusion":
                 expected["span"] += b.steps_run
             else:   # the first AR token comes from the context's last hidden state
                 expected["token"] += b.steps_run - 1
-    assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4
+    assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
     assert dict(torch._dynamo.utils.counters["frames"]) == compiles    # no request paid for a (re)compile
     # what it was not compiled for stays on the eager path
     before = dict(calls)
@@ -56,3 +58,16 @@ def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
     assert not compiled.ready and "no C++ compiler" in compiled.error
     result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX))
     assert len(result.texts) == 1 and not engine.info["compiled"] and engine.info["compile"] == "failed"
+
+
+def test_a_call_that_would_recompile_runs_eagerly(tiny_dir):
+    engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=True, wait=True)
+    model, compiled = engine.model, engine.compiled
+    kv = engine.cache._allocate(64)
+    compiles = dict(torch._dynamo.utils.counters["frames"])
+    tokens = torch.tensor([[40]], dtype=torch.int32)     # compiled for int64 token ids
+    with torch.inference_mode():
+        out = compiled.token_step(tokens, 5, kv)
+        expected = model.logits(model.encode_context(tokens, 5, engine.cache._allocate(64)))
+    assert torch.allclose(out, expected, atol=1e-5)
+    assert dict(torch._dynamo.utils.counters["frames"]) == compiles
