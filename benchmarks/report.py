@@ -35,8 +35,9 @@ def ms(x: float) -> str:
 
 
 def engine_line(info: dict) -> str:
+    steps = "compiled steps" if info.get("compiled") else "eager"
     return (f"{info.get('params', 0) / 1e6:.1f}M-parameter model, {info.get('dtype')} on {info.get('device')}, "
-            f"L={info.get('span_length')}")
+            f"{steps}, L={info.get('span_length')}")
 
 
 def eval_section(report: dict) -> list[str]:
@@ -84,8 +85,10 @@ def micro_section(report: dict) -> list[str]:
 
 
 def limit_section(r: dict) -> list[str]:
-    return [f"**Limit** (`python benchmarks/limit.py`): one span step (L={r['span_length']}, context {r['context_tokens']}) "
-            f"takes {ms(r['step']['median_ms'])} ms; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
+    kind = "compiled" if r["engine"].get("compiled") else "eager"
+    eager = f" (eager: {ms(r['eager_step']['median_ms'])} ms)" if "eager_step" in r and kind == "compiled" else ""
+    return [f"**Limit** (`python benchmarks/limit.py`): one {kind} span step (L={r['span_length']}, context {r['context_tokens']}) "
+            f"takes {ms(r['step']['median_ms'])} ms{eager}; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
             f"measured {r['read_bandwidth_gbs']:.1f} GB/s takes {ms(r['weight_stream_bound_ms'])} ms "
             f"(**{r['ratio_to_weight_stream_bound']}x**), and its {r['step_gflop']:.2f} GFLOP at the measured "
             f"{r['matmul_gflops']:.0f} GFLOP/s matmul rate take {ms(r['flop_bound_ms'])} ms (**{r['ratio_to_flop_bound']}x**)."]
@@ -99,7 +102,8 @@ def replay_section(r: dict) -> list[str]:
         if src[name].get("count"):
             rows.append([f"from the {name}", src[name]["count"], ms(src[name]["p50"]), ms(src[name]["p95"]), ms(src[name]["p99"])])
     reuse = server.get("contextReuseRate")
-    return [f"**End to end** (`{r['command']}`): held-out function bodies typed key by key through `spanfill serve` "
+    compiled = {True: "compiled CPU steps", False: "eager", None: "eager"}[r.get("compiled")]
+    return [f"**End to end** (`{r['command']}`, server with {compiled}): held-out function bodies typed key by key through `spanfill serve` "
             f"over stdio, one key every {r['config']['interval_ms']:.0f} ms, automatic requests with `$/cancelRequest` "
             "of the outstanding one; round trip as the client sees it:", "",
             table(["requests", "count", "p50 ms", "p95 ms", "p99 ms"], rows), "",
