@@ -63,13 +63,14 @@ def main(argv=None) -> int:
     rows = [{"what": f"span step (L={L}, +logits), eager", **summary(timed(eager_step, args.repeats))}]
     if engine.info["compiled"]:
         V = engine.model.cfg.vocab_size
-        bias = torch.zeros(V).index_fill_(0, torch.tensor([engine.tokenizer.special.mask]), NEG_INF)
-
-        masked = torch.ones(1, L, dtype=torch.bool)
+        with torch.inference_mode():   # inference tensors, as the engine passes them
+            bias = torch.zeros(V).index_fill_(0, torch.tensor([engine.tokenizer.special.mask]), NEG_INF)
+            first_bias, masked = torch.zeros(V), torch.ones(1, L, dtype=torch.bool)
 
         def compiled_step():   # the whole step the engine runs: forward, pick, commit (in place)
             with torch.inference_mode():
-                engine.compiled.denoise_step(span.clone(), masked.clone(), ctx.context_tokens, kv, bias, torch.zeros(V), L // 4)
+                engine.compiled.denoise_step(span.clone(), masked.clone(), ctx.context_tokens, kv, bias, first_bias,
+                                             L // 4)
         rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(compiled_step, args.repeats))})
     for mode, steps in [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]:
         req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode)

@@ -52,6 +52,7 @@ class CompiledSteps:
         self._prefill = torch.compile(self.model.encode_context, options=OPTIONS, dynamic=True)
         self._k: dict[int, torch.Tensor] = {}
         self._stance = "default"      # while warming up: compile; afterwards: never
+        self.strict = False           # benchmarks: a call that cannot use a compiled graph raises
 
     # ---- the compiled functions ----------------------------------------------------------------
     def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, k) -> None:
@@ -71,18 +72,20 @@ class CompiledSteps:
         return self.ready and n == 1 and span_length == self.span_length and temperature <= 0 and rule == "fixed"
 
     def denoise_step(self, span, masked, context_len, kv, bias, first_bias, k: int) -> None:
+        """In inference mode, with inference tensors (as the engine runs it): other tensors would
+        not match the compiled graphs' guards and run eagerly."""
         end = context_len + span.shape[1]
         if k not in self._k:
             self._k[k] = torch.tensor(k, device=span.device)
-        with torch.compiler.set_stance(self._stance):
+        with torch.compiler.set_stance("fail_on_recompile" if self.strict else self._stance):
             self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._k[k])
 
     def token_step(self, token, position, kv):
-        with torch.compiler.set_stance(self._stance):
+        with torch.compiler.set_stance("fail_on_recompile" if self.strict else self._stance):
             return self._token(token, position, _upto(kv, position + 1))
 
     def prefill(self, tokens, start, kv):
-        with torch.compiler.set_stance(self._stance):
+        with torch.compiler.set_stance("fail_on_recompile" if self.strict else self._stance):
             return self._prefill(tokens, start, _upto(kv, start + tokens.shape[1]))
 
     @property

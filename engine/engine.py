@@ -96,8 +96,9 @@ class Engine:
         key = tuple(banned)
         if key not in self._biases:
             w = self.model.embed.weight
-            self._biases[key] = torch.zeros(self.model.cfg.vocab_size, device=w.device).index_fill_(
-                0, torch.tensor(key, dtype=torch.long, device=w.device), float("-inf"))
+            with torch.inference_mode():
+                self._biases[key] = torch.zeros(self.model.cfg.vocab_size, device=w.device).index_fill_(
+                    0, torch.tensor(key, dtype=torch.long, device=w.device), float("-inf"))
         return self._biases[key]
 
     @property

@@ -39,8 +39,10 @@ class Healer:
         self._bias = lru_cache(maxsize=512)(self._make_bias)
 
     def _make_bias(self, stub: bytes) -> torch.Tensor:
-        allowed = torch.tensor([t.startswith(stub) for t in self._table], dtype=torch.bool)
-        return torch.zeros(len(self._table), device=self.device).masked_fill_(~allowed.to(self.device), float("-inf"))
+        # an inference tensor, whoever asks first: the compiled step is specialised on that
+        with torch.inference_mode():
+            allowed = torch.tensor([t.startswith(stub) for t in self._table], dtype=torch.bool)
+            return torch.zeros(len(self._table), device=self.device).masked_fill_(~allowed.to(self.device), float("-inf"))
 
     def heal(self, ids: list[int]) -> Healing:
         """ids: a context stream ending `… <|prefix|> P <|middle|>` (prompt.context_ids)."""
