@@ -65,35 +65,41 @@ def cut_line_rest(text: str, rng: random.Random) -> Cut | None:
     return None
 
 
-def cut_lines(text: str, rng: random.Random, max_lines: int = 4) -> Cut | None:
+def _pick_lines(text: str, rng: random.Random, max_lines: int, end_with_break: bool) -> tuple[list[int], int, int] | None:
+    """1..max_lines whole lines whose first line is not blank: (line starts, first line, count).
+    end_with_break: the last line must have its line break (not the file's unterminated last line)."""
     starts = _line_starts(text)
     for _ in range(8):
         i = rng.randrange(len(starts))
         k = rng.randint(1, max_lines)
-        if i + k > len(starts):
+        if i + k > len(starts) - end_with_break:
             continue
-        a = starts[i]
-        line_end = starts[i + 1] - 1 if i + 1 < len(starts) else len(text)
-        if not text[a:line_end].strip():
+        first_end = starts[i + 1] - 1 if i + 1 < len(starts) else len(text)
+        if not text[starts[i]:first_end].strip():
             continue
-        indent = len(text[a:line_end]) - len(text[a:line_end].lstrip())
-        end = starts[i + k] - 1 if i + k < len(starts) else len(text)
-        return Cut(text[:a + indent], text[a + indent:end], text[end:], "lines")
+        return starts, i, k
     return None
+
+
+def cut_lines(text: str, rng: random.Random, max_lines: int = 4) -> Cut | None:
+    picked = _pick_lines(text, rng, max_lines, end_with_break=False)
+    if picked is None:
+        return None
+    starts, i, k = picked
+    a = starts[i]
+    line_end = starts[i + 1] - 1 if i + 1 < len(starts) else len(text)
+    indent = len(text[a:line_end]) - len(text[a:line_end].lstrip())
+    end = starts[i + k] - 1 if i + k < len(starts) else len(text)
+    return Cut(text[:a + indent], text[a + indent:end], text[end:], "lines")
 
 
 def cut_line_start(text: str, rng: random.Random, max_lines: int = 4) -> Cut | None:
-    starts = _line_starts(text)
-    for _ in range(8):
-        i = rng.randrange(len(starts))
-        k = rng.randint(1, max_lines)
-        if i + k >= len(starts):           # the middle ends with a line break
-            continue
-        a, end = starts[i], starts[i + k]
-        if not text[a:end].strip():
-            continue
-        return Cut(text[:a], text[a:end], text[end:], "line_start")
-    return None
+    picked = _pick_lines(text, rng, max_lines, end_with_break=True)
+    if picked is None:
+        return None
+    starts, i, k = picked
+    a, end = starts[i], starts[i + k]
+    return Cut(text[:a], text[a:end], text[end:], "line_start")
 
 
 def cut_chars(text: str, rng: random.Random) -> Cut | None:
