@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from .tokenizer import Tokenizer
 
 
+LINE_COUNT_CACHE = 50_000      # lines whose token count is remembered (a few MB)
+
+
 @dataclass(frozen=True)
 class Snippet:
     path: str
@@ -39,7 +42,18 @@ class ContextTokens:
 
 
 def _line_token_counts(tok: Tokenizer, lines: list[str]) -> list[int]:
-    return [len(ids) for ids in tok.encode_batch(lines)] if lines else []
+    """Tokens per line, remembered per tokenizer: between keystrokes only the cursor's line changes,
+    so a window is measured from a few dictionary lookups instead of re-encoding every line."""
+    cache = tok.line_counts
+    known = {line: cache.get(line) for line in lines}          # local: safe if another thread clears the memo
+    new = [line for line, n in known.items() if n is None]
+    if new:
+        fresh = dict(zip(new, (len(ids) for ids in tok.encode_batch(new))))
+        known.update(fresh)
+        if len(cache) + len(fresh) > LINE_COUNT_CACHE:
+            cache.clear()
+        cache.update(fresh)
+    return [known[line] for line in lines]
 
 
 def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:

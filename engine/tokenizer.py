@@ -56,6 +56,7 @@ class Tokenizer:
             ids[name.strip("<|>")] = tid
         self.special = SpecialIds(**ids)
         self.vocab_size = hf.get_vocab_size()
+        self.line_counts: dict[str, int] = {}   # prompt.py's memo of tokens per line
         self._token_bytes: list[bytes] = [b""] * self.vocab_size
         special_ids = set(ids.values())
         for token, tid in hf.get_vocab().items():
