@@ -24,6 +24,20 @@ def load_engine(model, eager: bool = False, **kw):
     return engine
 
 
+def compiled_step(engine, span, context_len: int, kv):
+    """A callable running the engine's compiled denoising step once (forward, pick, commit of L/4
+    positions) on copies of a fresh span, with inference tensors as the engine passes them."""
+    V, L = engine.model.cfg.vocab_size, span.shape[1]
+    with torch.inference_mode():
+        bias = torch.zeros(V).index_fill_(0, torch.tensor([engine.tokenizer.special.mask]), float("-inf"))
+        first_bias, masked = torch.zeros(V), torch.ones(1, L, dtype=torch.bool)
+
+    def step():
+        with torch.inference_mode():
+            engine.compiled.denoise_step(span.clone(), masked.clone(), context_len, kv, bias, first_bias, L // 4)
+    return step
+
+
 def timed(fn, repeats: int, warmup: int = 3) -> list[float]:
     """Milliseconds per call of fn(), after `warmup` unmeasured calls (gpt-fast style)."""
     for _ in range(warmup):

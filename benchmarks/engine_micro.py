@@ -17,10 +17,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import load_engine, summary, timed, write  # noqa: E402
+from common import compiled_step, load_engine, summary, timed, write  # noqa: E402
 
 from spanfill.engine import CompletionRequest, Engine  # noqa: E402
-from spanfill.engine.denoise import NEG_INF  # noqa: E402
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX, build_tiny_model  # noqa: E402
 
 
@@ -61,17 +60,9 @@ def main(argv=None) -> int:
             engine.model.logits(engine.model.span_step(span, ctx.context_tokens, kv))
 
     rows = [{"what": f"span step (L={L}, +logits), eager", **summary(timed(eager_step, args.repeats))}]
-    if engine.info["compiled"]:
-        V = engine.model.cfg.vocab_size
-        with torch.inference_mode():   # inference tensors, as the engine passes them
-            bias = torch.zeros(V).index_fill_(0, torch.tensor([engine.tokenizer.special.mask]), NEG_INF)
-            first_bias, masked = torch.zeros(V), torch.ones(1, L, dtype=torch.bool)
-
-        def compiled_step():   # the whole step the engine runs: forward, pick, commit (in place)
-            with torch.inference_mode():
-                engine.compiled.denoise_step(span.clone(), masked.clone(), ctx.context_tokens, kv, bias, first_bias,
-                                             L // 4)
-        rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(compiled_step, args.repeats))})
+    if engine.info["compiled"]:   # the whole step the engine runs: forward, pick, commit
+        step = compiled_step(engine, span, ctx.context_tokens, kv)
+        rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(step, args.repeats))})
     for mode, steps in [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]:
         req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode)
         passes = engine.complete(req).steps_run

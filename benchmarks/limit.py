@@ -17,8 +17,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import load_engine, summary, timed, write  # noqa: E402
-
+from common import compiled_step, load_engine, summary, timed, write  # noqa: E402
 
 
 def read_bandwidth_gbs(dtype, mb: int = 512) -> float:
@@ -55,14 +54,7 @@ def main(argv=None) -> int:
     eager_ms = summary(timed(eager_step, repeats=50, warmup=5))
     step_ms = eager_ms
     if engine.info["compiled"]:   # the step the engine runs: compiled, with the greedy pick and the commit
-        with torch.inference_mode():
-            bias, first_bias = torch.zeros(cfg.vocab_size), torch.zeros(cfg.vocab_size)
-            masked = torch.ones(1, L, dtype=torch.bool)
-
-        def compiled_step():
-            with torch.inference_mode():
-                engine.compiled.denoise_step(span.clone(), masked.clone(), C, kv, bias, first_bias, L // 4)
-        step_ms = summary(timed(compiled_step, repeats=50, warmup=5))
+        step_ms = summary(timed(compiled_step(engine, span, C, kv), repeats=50, warmup=5))
 
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
     embed = cfg.vocab_size * cfg.dim

@@ -47,7 +47,6 @@ class Lookup:
 class ContextCache:
     def __init__(self, model: SpanfillModel, max_entries: int = 4):
         self.model = model
-        self.encode = model.encode_context   # (tokens, start, kv) -> last hidden; the engine may swap in a compiled one
         self.max_entries = max_entries
         self.entries: list[CacheEntry] = []          # most recently used last
         self.requests = self.reused_tokens = self.encoded_tokens = 0
@@ -73,8 +72,9 @@ class ContextCache:
             return entry, 0
         return self.entries[0], common_prefix_len(self.entries[0].tokens, tokens)   # least recently used
 
-    def prepare(self, tokens: list[int], room_after: int, need_hidden: bool = False) -> Lookup:
-        """Make an entry hold exactly `tokens` with `room_after` scratch positions; encode what is missing."""
+    def prepare(self, tokens: list[int], room_after: int, need_hidden: bool = False, encode=None) -> Lookup:
+        """Make an entry hold exactly `tokens` with `room_after` scratch positions; encode what is missing
+        with encode(tokens, start, kv) -> last hidden (the model's `encode_context` by default)."""
         if not tokens:
             raise ValueError("context must hold at least one token")
         entry, shared = self._choose(tokens)
@@ -89,7 +89,7 @@ class ContextCache:
                 v_new[:, :, :shared] = v_old[:, :, :shared]
         if shared < len(tokens):
             new = torch.tensor([tokens[shared:]], dtype=torch.long, device=self.model.embed.weight.device)
-            entry.last_hidden = self.encode(new, shared, entry.kv)
+            entry.last_hidden = (encode or self.model.encode_context)(new, shared, entry.kv)
         elif len(entry.tokens) != shared:
             entry.last_hidden = None
         entry.tokens = list(tokens)

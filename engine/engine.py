@@ -155,8 +155,8 @@ class Engine:
 
         t0 = time.perf_counter()
         compiled = self.compiled if self.compiled is not None and self.compiled.ready else None
-        self.cache.encode = compiled.prefill if compiled else self.model.encode_context
-        lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar")
+        lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar",
+                                    encode=compiled.prefill if compiled else None)
         C = len(ids)
         timings.context_ms = _ms(t0)
 

@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from .checkpoint import load_model
+from .healing import Healer
 from .model import SpanfillModel
 from .prompt import context_ids
 
@@ -80,8 +81,8 @@ def generate_completion(llama, engine, prefix: str, suffix: str, max_tokens: int
                          logits_processor=[first_token_bias])
     generated = out[0, ids.shape[1]:].tolist()
     end = generated.index(sp.eom) if sp.eom in generated else len(generated)
-    data = tok.decode_bytes(generated[:end])
-    return (data[len(healing.stub):] if data.startswith(healing.stub) else b"").decode("utf-8", errors="ignore"), len(generated)
+    data = Healer.strip(tok.decode_bytes(generated[:end]), healing.stub) or b""
+    return data.decode("utf-8", errors="ignore"), len(generated)
 
 
 def main(argv: list[str] | None = None) -> int:
