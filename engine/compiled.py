@@ -35,7 +35,14 @@ from .denoise import NEG_INF, apply_commit
 from .model import SpanfillModel
 
 log = logging.getLogger(__name__)
-OPTIONS = {"freezing": True}   # weights become graph constants (measured: the bf16 matmuls stay aten::mm)
+# Inductor settings while warming up. `freezing` makes the weights graph constants, so the matmuls
+# use pre-packed weights; it must be set in the global config: passed as torch.compile(options=) it
+# is read too late and silently does nothing (the matmuls stayed aten::mm). The span and token steps
+# also autotune their matmuls between aten and Inductor's C++ GEMM template, which on AMX machines
+# wins by 2-4x at these shapes (32 or 1 rows); the prefill's row count is dynamic, which the template
+# does not take, so it keeps oneDNN's packed linear.
+FREEZE = {"freezing": True}
+STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
 
 
 class CompiledSteps:
@@ -47,9 +54,9 @@ class CompiledSteps:
         self.error: str | None = None
         self.compile_seconds: float | None = None
         self._done = threading.Event()
-        self._denoise = torch.compile(self._denoise_step, options=OPTIONS)
-        self._token = torch.compile(self._token_step, options=OPTIONS)
-        self._prefill = torch.compile(self.model.encode_context, options=OPTIONS, dynamic=True)
+        self._denoise = torch.compile(self._denoise_step)
+        self._token = torch.compile(self._token_step)
+        self._prefill = torch.compile(self.model.encode_context, dynamic=True)
         self._k: dict[int, torch.Tensor] = {}
         self._stance = "default"      # while warming up: compile; afterwards: never
         self.strict = False           # benchmarks: a call that cannot use a compiled graph raises
@@ -116,15 +123,17 @@ class CompiledSteps:
                     kv = self._scratch(capacity)
                     span = torch.ones(1, L, dtype=torch.long, device=w.device)
                     masked = torch.ones(1, L, dtype=torch.bool, device=w.device)
-                    self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
-                                      torch.zeros(V, device=w.device), max(1, L // 4))
-                    position = capacity - 1 if context_len + L == capacity else context_len
-                    self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
+                    with torch._inductor.config.patch(STEP_CONFIG):
+                        self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
+                                          torch.zeros(V, device=w.device), max(1, L // 4))
+                        position = capacity - 1 if context_len + L == capacity else context_len
+                        self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
                 # a whole context from position 0, then a few typed tokens after it; both again
                 # ending at the buffer's end
                 for start, n, capacity in ((0, 90, 256), (0, 140, 384), (90, 3, 256), (140, 7, 384),
                                            (0, 256, 256), (250, 6, 256)):
-                    self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
+                    with torch._inductor.config.patch(FREEZE):
+                        self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
         except Exception as err:   # noqa: BLE001 - any compiler failure means: stay eager
             self.error = f"{type(err).__name__}: {err}"
             log.warning("compiling the CPU steps failed, staying eager: %s", self.error)

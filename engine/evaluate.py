@@ -7,6 +7,10 @@ Tasks use the same cursor cutters as training (`examples.py`): single-line = res
 multi-line = 2-3 whole lines after the indentation of the first (only those whose middle fits the
 span, since one span holds at most L-1 tokens + <|eom|>). Each task's context is encoded once and then
 every mode decodes against the cached context, as while typing; latency is the whole `complete` call.
+
+Two scores per completion: of the engine's raw middle (`exact_match`, `edit_similarity`), and of what
+an editor would show after the server's post-processing (`shown_*`: line policy, suffix overlap,
+brackets, indentation; server/postprocess.py), which is what a user sees.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from .api import CompletionRequest
 from .corpus import read_split
 from .engine import Engine
 from .examples import cut_line_rest, cut_lines
+from ..server.postprocess import Cursor, finish
 
 
 @dataclass
@@ -96,8 +101,10 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, r
             result = engine.complete(req)
             ms = (time.perf_counter() - t0) * 1e3
             text = result.texts[0]
+            shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
             rows.setdefault((mode, steps, task.kind), []).append(
-                (exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip()), ms, result.steps_run))
+                (exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip()), ms, result.steps_run,
+                 exact(shown, task.middle), edit_similarity(shown.rstrip(), task.middle.rstrip())))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
@@ -108,6 +115,8 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, r
         results.append({"mode": mode, "steps": steps, "kind": kind, "span_length": span_length, "tasks": len(vals),
                         "exact_match": sum(v[0] for v in vals) / len(vals),
                         "edit_similarity": sum(v[1] for v in vals) / len(vals),
+                        "shown_exact_match": sum(v[4] for v in vals) / len(vals),
+                        "shown_edit_similarity": sum(v[5] for v in vals) / len(vals),
                         "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95),
                         "forward_passes_mean": sum(v[3] for v in vals) / len(vals)})
     return {"model": engine.info, "results": results}
@@ -156,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(report, args.out.with_suffix(".png"))
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r["steps"] or 0)):
         print(f"{r['kind']:<7} {r['mode']:<9} T={str(r['steps']):<4} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
+              f"shown EM {r['shown_exact_match']:.1%}  ES {r['shown_edit_similarity']:.3f}  "
               f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}")
     return 0
 

@@ -1,0 +1,40 @@
+"""Held-out evaluation: tasks are deterministic, and each completion is scored raw and as shown."""
+from spanfill.engine import evaluate as ev
+from spanfill.engine.api import CompletionResult
+from spanfill.engine.corpus import CorpusFile
+
+FILES = [CorpusFile(f"pkg/mod{i}.py", "".join(f"def f{j}(x):\n    return x + {j}\n\n" for j in range(12)))
+         for i in range(6)]
+
+
+def test_tasks_are_deterministic_and_cut_from_the_files(tiny_tok):
+    a = ev.build_tasks(FILES, 5, 3, tiny_tok, 32)
+    b = ev.build_tasks(list(reversed(FILES)), 5, 3, tiny_tok, 32)
+    assert a == b and [t.kind for t in a] == ["single"] * 5 + ["multi"] * 3
+    texts = {f.path: f.text for f in FILES}
+    for t in a:
+        assert t.prefix + t.middle + t.suffix == texts[t.task_id.split("/", 1)[1].split("#")[0]]
+        assert (t.kind == "multi") == ("\n" in t.middle)
+
+
+class Scripted:
+    """Answers every request with one fixed raw middle."""
+    info = {"model": "scripted"}
+
+    def __init__(self, raw: str):
+        self.raw = raw
+
+    def complete(self, req):
+        return CompletionResult([self.raw], 0, 0, 0, 1, [True])
+
+
+def test_shown_scores_use_the_servers_post_processing():
+    task = ev.Task("single/x.py#0", "single", "def f(x):\n    return x + ", "1", "\n\nprint(f(2))\n")
+    # the raw middle runs on past the line; the editor shows the rest of the cursor's line only
+    report = ev.evaluate(Scripted("1\n    print(x)"), [task], 32, modes=[("ar", None)], progress=False)
+    (row,) = report["results"]
+    assert row["exact_match"] == 0.0 and row["shown_exact_match"] == 1.0
+    assert row["edit_similarity"] < 1.0 == row["shown_edit_similarity"]
+    # nothing shown (only whitespace) scores as an empty completion
+    (row,) = ev.evaluate(Scripted("  "), [task], 32, modes=[("ar", None)], progress=False)["results"]
+    assert row["shown_exact_match"] == 0.0 and row["shown_edit_similarity"] == 0.0
