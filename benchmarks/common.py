@@ -25,8 +25,8 @@ def load_engine(model, eager: bool = False, **kw):
 
 
 def compiled_step(engine, span, context_len: int, kv):
-    """A callable running the engine's compiled denoising step once (forward, pick, commit of L/4
-    positions) on copies of a fresh span, with inference tensors as the engine passes them."""
+    """A callable running the engine's compiled denoising step once (forward, pick, commit: the first
+    of 4 steps) on copies of a fresh span, with inference tensors as the engine passes them."""
     V, L = engine.model.cfg.vocab_size, span.shape[1]
     with torch.inference_mode():
         bias = torch.zeros(V).index_fill_(0, torch.tensor([engine.tokenizer.special.mask]), float("-inf"))
@@ -34,7 +34,7 @@ def compiled_step(engine, span, context_len: int, kv):
 
     def step():
         with torch.inference_mode():
-            engine.compiled.denoise_step(span.clone(), masked.clone(), context_len, kv, bias, first_bias, L // 4)
+            engine.compiled.denoise_step(span.clone(), masked.clone(), context_len, kv, bias, first_bias, 4)
     return step
 
 

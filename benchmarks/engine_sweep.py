@@ -54,10 +54,13 @@ def main(argv=None) -> int:
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.tasks, 0, tok, min(spans))
     configs = []
     for L in spans:
-        configs += [(f"diffusion L={L} T={T}", "warm", L, T, "diffusion", "fixed") for T in (1, 2, 4, 8)]
+        configs += [(f"diffusion L={L} T={T}", "warm", L, T, "diffusion", "content") for T in (1, 2, 4, 8)]
+        if L == 32:
+            configs.append(("diffusion L=32 T=4, fixed rule", "warm", L, 4, "diffusion", "fixed"))
         configs.append((f"diffusion L={L} threshold 0.9", "warm", L, 8, "diffusion", "threshold"))
-        configs.append((f"AR L={L}", "warm", L, None, "ar", "fixed"))
-    configs += [("diffusion L=32 T=4", "cold", 32, 4, "diffusion", "fixed"), ("AR L=32", "cold", 32, None, "ar", "fixed")]
+        configs.append((f"AR L={L}", "warm", L, None, "ar", "content"))
+    configs += [("diffusion L=32 T=4", "cold", 32, 4, "diffusion", "content"),
+                ("AR L=32", "cold", 32, None, "ar", "content")]
     llama = None
     if not args.no_hf:
         from transformers import LlamaForCausalLM

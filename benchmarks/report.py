@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from spanfill.engine.evaluate import decoding_label
+
 RESULTS = Path(__file__).parent / "results"
 
 
@@ -46,8 +48,9 @@ def shown(row: dict, key: str, fmt) -> str:
 
 def eval_section(report: dict) -> list[str]:
     rows = []
-    for r in sorted(report["results"], key=lambda r: (r["kind"] != "single", r["mode"] == "ar", r["steps"] or 0)):
-        rows.append([f"{r['kind']}-line", "AR" if r["mode"] == "ar" else f"diffusion T={r['steps']}", r["tasks"],
+    for r in sorted(report["results"], key=lambda r: (r["kind"] != "single", r["mode"] == "ar", r.get("rule", ""),
+                                                     r["steps"] or 0)):
+        rows.append([f"{r['kind']}-line", decoding_label(r), r["tasks"],
                      pct(r["exact_match"]), f"{r['edit_similarity']:.3f}", shown(r, "shown_exact_match", pct),
                      shown(r, "shown_edit_similarity", "{:.3f}".format), ms(r["latency_median_ms"]),
                      ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}"])
@@ -55,8 +58,8 @@ def eval_section(report: dict) -> list[str]:
            "*raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows:", "",
            table(["task", "decoding", "tasks", "exact match (raw)", "edit sim. (raw)", "exact match (shown)",
                   "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes"], rows)]
-    by = {(r["kind"], r["mode"], r["steps"]): r for r in report["results"]}
-    d4, ar = by.get(("single", "diffusion", 4)), by.get(("single", "ar", None))
+    by = {(r["kind"], decoding_label(r)): r for r in report["results"]}
+    d4, ar = by.get(("single", "diffusion T=4")), by.get(("single", "AR"))
     if d4 and ar:
         out += ["", f"Single-line, T=4 vs. AR of the same weights: exact match {pct(d4['exact_match'])} vs. "
                     f"{pct(ar['exact_match'])} raw, {shown(d4, 'shown_exact_match', pct)} vs. "

@@ -7,7 +7,8 @@ from typing import Callable, Literal
 from .prompt import Snippet
 
 Mode = Literal["diffusion", "ar"]
-Rule = Literal["fixed", "threshold"]
+Rule = Literal["content", "fixed", "threshold"]
+RULES = ("content", "fixed", "threshold")
 
 
 @dataclass
@@ -18,7 +19,9 @@ class CompletionRequest:
     span_length: int | None = None       # L; None = the model's default
     steps: int | None = None             # T; None = the model's default
     mode: Mode = "diffusion"
-    rule: Rule = "fixed"                 # "threshold": commit every position above `threshold`
+    rule: Rule = "content"               # how a step picks what to commit (denoise.py): "content" spreads
+                                         # the steps over the non-pad positions, "fixed" commits L/T per
+                                         # step, "threshold" every position above `threshold`
     threshold: float = 0.9
     n: int = 1                           # candidates, decoded as one batch
     temperature: float = 0.0             # 0 = greedy

@@ -2,21 +2,23 @@
 
 On a 2-core CPU one span step of the default model is ~150 small eager ops (norms, RoPE, residuals,
 SwiGLU, cache writes) around 25 matmuls, and their dispatch costs more than the arithmetic; Inductor
-fuses the pointwise work into a few C++ loops (measured: span step 4.5 -> 3.2 ms, benchmarks/
-engine_micro.py). The matmuls stay aten::mm at ~60% of the read bandwidth. What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
+fuses the pointwise work into a few C++ loops, and with the weights frozen the span and token steps'
+matmuls become its C++ GEMM template (AMX micro-kernels on pre-packed weights; see STEP_CONFIG).
+What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 
-* `denoise_step(span, masked, context_len, kv, bias, first_bias, k)`: one whole greedy denoising step
-  of one candidate with the fixed commit rule, in place on span/masked — the span's forward against
-  the cached context, logits for every position, banned ids and token healing as additive biases,
-  max-probability and argmax, then the commit of the k most confident positions (k = L on the final
-  step) and the truncation after <|eom|> (denoise.apply_commit);
+* `denoise_step(span, masked, context_len, kv, bias, first_bias, steps_left)`: one whole greedy
+  denoising step of one candidate with the `content` commit rule, in place on span/masked — the
+  span's forward against the cached context, logits for every position, banned ids and token healing
+  as additive biases, max-probability and argmax, then the commit (denoise.commit_content: the
+  trailing pads and this step's share of the content; everything on the last step) and the
+  truncation after <|eom|> (denoise.apply_commit);
 * `token_step(token, position, kv) -> logits`: one AR token through the causal path;
 * `prefill(tokens, start, kv) -> hidden`: encoding new context tokens into the cache (all of a new
   file's context, or the few tokens typed since the last request), dynamic in their number.
 
 The steps specialise on the span length and batch, and nothing else should need a recompile during
 a request: the caches are passed as views that end where the step's keys end (so their length is
-always context + L, one symbol), and k is a tensor (the top-k commit becomes a rank test). `warm`
+always context + L, one symbol), and steps_left is a tensor (the commit is a rank test). `warm`
 calls each at two context lengths, so Dynamo compiles the specialised graph and then the dynamic
 one, plus the guard cases it splits off (a view that is a whole buffer). Should a request still
 need a recompile, it runs eagerly instead (`eager_on_recompile`): no request waits for a compiler. It runs in a
@@ -31,7 +33,7 @@ import time
 
 import torch
 
-from .denoise import NEG_INF, apply_commit
+from .denoise import NEG_INF, apply_commit, commit_content
 from .model import SpanfillModel
 
 log = logging.getLogger(__name__)
@@ -57,35 +59,35 @@ class CompiledSteps:
         self._denoise = torch.compile(self._denoise_step)
         self._token = torch.compile(self._token_step)
         self._prefill = torch.compile(self.model.encode_context, dynamic=True)
-        self._k: dict[int, torch.Tensor] = {}
+        self._left: dict[int, torch.Tensor] = {}
         self._stance = "default"      # while warming up: compile; afterwards: never
         self.strict = False           # benchmarks: a call that cannot use a compiled graph raises
 
     # ---- the compiled functions ----------------------------------------------------------------
-    def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, k) -> None:
+    def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, steps_left) -> None:
         logits = self.model.logits(self.model.span_step(span, context_len, kv)).float() + bias   # [1, L, V]
         logits[:, 0] += first_bias
         top, token = logits.max(dim=-1)
         confidence = torch.exp(top - torch.logsumexp(logits, dim=-1)).masked_fill(~masked, NEG_INF)
-        order = confidence.argsort(dim=1, descending=True, stable=True)
-        rank = torch.empty_like(order).scatter_(1, order, torch.arange(span.shape[1]).expand_as(order))
-        apply_commit(span, masked, masked & (rank < k), torch.where(masked, token, span), self.eom_id, self.pad_id)
+        proposal = torch.where(masked, token, span)
+        commit = commit_content(span, masked, confidence, proposal, steps_left, self.pad_id)
+        apply_commit(span, masked, commit, proposal, self.eom_id, self.pad_id)
 
     def _token_step(self, token, position: int, kv):
         return self.model.logits(self.model.encode_context(token, position, kv))
 
     # ---- use -----------------------------------------------------------------------------------
     def supports(self, n: int, span_length: int, temperature: float, rule: str) -> bool:
-        return self.ready and n == 1 and span_length == self.span_length and temperature <= 0 and rule == "fixed"
+        return self.ready and n == 1 and span_length == self.span_length and temperature <= 0 and rule == "content"
 
-    def denoise_step(self, span, masked, context_len, kv, bias, first_bias, k: int) -> None:
+    def denoise_step(self, span, masked, context_len, kv, bias, first_bias, steps_left: int) -> None:
         """In inference mode, with inference tensors (as the engine runs it): other tensors would
         not match the compiled graphs' guards and run eagerly."""
         end = context_len + span.shape[1]
-        if k not in self._k:
-            self._k[k] = torch.tensor(k, device=span.device)
+        if steps_left not in self._left:
+            self._left[steps_left] = torch.tensor(steps_left, device=span.device)
         with self._no_compiling():
-            self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._k[k])
+            self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._left[steps_left])
 
     def token_step(self, token, position, kv):
         with self._no_compiling():
@@ -125,7 +127,7 @@ class CompiledSteps:
                     masked = torch.ones(1, L, dtype=torch.bool, device=w.device)
                     with torch._inductor.config.patch(STEP_CONFIG):
                         self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
-                                          torch.zeros(V, device=w.device), max(1, L // 4))
+                                          torch.zeros(V, device=w.device), 2)
                         position = capacity - 1 if context_len + L == capacity else context_len
                         self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
                 # a whole context from position 0, then a few typed tokens after it; both again

@@ -10,8 +10,8 @@ capture the step, not the model):
   its RoPE positions come from a device tensor, so any C in the bucket replays the same graph;
 * logits are computed for all B·L positions, committed ones being masked out of the confidence,
   instead of gathering the masked rows, whose count the host would have to read back;
-* the fixed schedule runs its T steps without reading anything back: a step after the span is
-  finished (every row at <|eom|>) commits nothing, and steps_run is counted on the device and read
+* the fixed and content rules run their T steps without reading anything back: a step after the
+  span is finished (nothing left masked) commits nothing, and steps_run is counted on the device and read
   once at the end. The threshold rule reads one flag per step because stopping early is its point;
   a deadline does too, since wall-clock time only means something once the GPU has caught up.
 
@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from . import kernels
-from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, StepPlan, commit_step, pick_tokens
+from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, Step, StepPlan, commit_step, pick_tokens
 from .model import SpanfillModel
 
 CONTEXT_ROUND = 128
@@ -48,7 +48,7 @@ class StepBuffers:
     positions: torch.Tensor   # [L] RoPE positions C..C+L-1
     key_mask: torch.Tensor    # [Cb + L] bool: the real context keys, then the span's own
     steps_run: torch.Tensor   # [] long: steps that started with something left to commit
-    graphs: dict = field(default_factory=dict)   # (k, final) -> torch.cuda.CUDAGraph
+    graphs: dict = field(default_factory=dict)   # (k, steps left) -> torch.cuda.CUDAGraph
 
 
 class StaticSpanDenoiser:
@@ -78,9 +78,9 @@ class StaticSpanDenoiser:
         b = self._prepare(kv, context_len, n, cfg)
         plan = StepPlan(cfg.span_length, cfg.steps, deadline, cancelled)
         poll = cfg.rule == "threshold" or deadline is not None    # reading `masked` waits for the GPU
-        for k, final in plan:
-            self._run(b, cfg, k, final)
-            if final or (poll and not b.masked.any()):
+        for step in plan:
+            self._run(b, cfg, step)
+            if step.final or (poll and not b.masked.any()):
                 break
         return DenoiseOutput(b.span.clone(), int(b.steps_run), plan.deadline_hit, plan.was_cancelled)
 
@@ -133,7 +133,7 @@ class StaticSpanDenoiser:
             x = x + block.mlp(block.mlp_norm(x))
         return x
 
-    def _step(self, b: StepBuffers, cfg: DenoiseConfig, k: int, final: bool) -> None:
+    def _step(self, b: StepBuffers, cfg: DenoiseConfig, step: Step) -> None:
         B, L = b.span.shape
         logits = self.model.logits(self._forward(b))                   # [B, L, V]
         logits[:, 0] += self._first_bias
@@ -141,16 +141,16 @@ class StaticSpanDenoiser:
         confidence = conf.view(B, L).masked_fill(~b.masked, NEG_INF)
         proposal = torch.where(b.masked, token.view(B, L), b.span)
         b.steps_run += b.masked.any()
-        commit_step(b.span, b.masked, confidence, proposal, k, cfg, final, self.eom_id, self.pad_id)
+        commit_step(b.span, b.masked, confidence, proposal, step, cfg, self.eom_id, self.pad_id)
 
-    def _run(self, b: StepBuffers, cfg: DenoiseConfig, k: int, final: bool) -> None:
+    def _run(self, b: StepBuffers, cfg: DenoiseConfig, step: Step) -> None:
         if not self.graphs:
-            self._step(b, cfg, k, final)
+            self._step(b, cfg, step)
             return
-        key = (0 if final else k, final)
+        key = (0, 1) if step.final else (step.k, step.left)
         graph = b.graphs.get(key)
         if graph is None:
-            graph = b.graphs[key] = self._capture(b, lambda: self._step(b, cfg, k, final))
+            graph = b.graphs[key] = self._capture(b, lambda: self._step(b, cfg, step))
         graph.replay()
 
     def _capture(self, b: StepBuffers, step: Callable[[], None]) -> "torch.cuda.CUDAGraph":

@@ -6,6 +6,14 @@ model; `denoise` is the one place that owns the step loop. Following LLaDA (Nie 
 2025) the threshold rule commits every position whose confidence clears τ, at least one per step.
 The deadline turns the decoder into an anytime one: when the budget is spent, the next step is the
 last and commits everything left.
+
+Rules: `fixed` commits L/T positions per step, most confident first. Most of a span is `<|pad|>`
+(a single-line middle is a few tokens in 32 positions) and pads are the most confident proposals, so
+under `fixed` the first steps commit pads from the right end inward and the content is decided in the
+last step or two, in parallel. `content` (the default) commits the confident trailing pads for free
+and spreads the steps over what is left: each step commits ceil(n / steps left) of the n content
+positions — the step budget goes to the tokens the user reads, and a span whose content is decided
+early stops early. `threshold` is Fast-dLLM's.
 """
 from __future__ import annotations
 
@@ -19,6 +27,9 @@ from . import kernels
 from .model import SpanfillModel
 
 NEG_INF = float("-inf")
+# a proposed <|pad|> at least this probable joins the span's free tail (rule `content`); measured on
+# 150 held-out single-line tasks, T=4: edit similarity 0.228 -> 0.246 and 4.0 -> 3.7 passes vs `fixed`
+PAD_CONFIDENCE = 0.5
 
 
 def commit_schedule(span_length: int, steps: int) -> list[int]:
@@ -63,6 +74,33 @@ def commit_topk(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch
     return torch.zeros_like(masked).scatter(1, idx, True) & masked
 
 
+def trailing_pads(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
+                   pad: int, min_confidence: float = PAD_CONFIDENCE) -> torch.Tensor:
+    """[B, L] bool: masked positions in the run of pads that ends the span — proposed pad with
+    confidence > min_confidence, or already pad — counted from the right end inward."""
+    token = torch.where(masked, proposal, span)
+    padded = (token == pad) & (~masked | (confidence > min_confidence))
+    return padded.flip(1).long().cumprod(1).flip(1).bool() & masked
+
+
+def commit_spread(confidence: torch.Tensor, content: torch.Tensor, steps_left: torch.Tensor | int) -> torch.Tensor:
+    """Commit ceil(n / steps_left) of each row's n content positions, most confident first: a per-row
+    k, computed on the device (a rank test, no host sync, so it compiles and graph-captures)."""
+    n = content.sum(1, keepdim=True)
+    k = torch.div(n + steps_left - 1, steps_left, rounding_mode="floor")
+    conf = confidence.masked_fill(~content, NEG_INF)
+    order = conf.argsort(dim=1, descending=True, stable=True)
+    rank = torch.empty_like(order).scatter_(1, order, torch.arange(conf.shape[1], device=conf.device).expand_as(order))
+    return content & (rank < k)
+
+
+def commit_content(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
+                   steps_left: torch.Tensor | int, pad: int) -> torch.Tensor:
+    """The `content` rule: the span's confident trailing pads, plus the content share of this step."""
+    tail = trailing_pads(span, masked, confidence, proposal, pad)
+    return tail | commit_spread(confidence, masked & ~tail, steps_left)
+
+
 def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: float) -> torch.Tensor:
     """Commit every masked position with confidence > threshold, and at least the best one per row."""
     if kernels.enabled_for(confidence):
@@ -82,7 +120,7 @@ def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: 
 class DenoiseConfig:
     span_length: int
     steps: int
-    rule: str = "fixed"
+    rule: str = "content"
     threshold: float = 0.9
     temperature: float = 0.0
     top_p: float = 1.0
@@ -92,15 +130,17 @@ class DenoiseConfig:
 
 
 def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
-                k: int, cfg: DenoiseConfig, final: bool, eom: int, pad: int) -> None:
+                step: "Step", cfg: DenoiseConfig, eom: int, pad: int) -> None:
     """In place, the end of every step: choose positions by cfg.rule (all that are left on the final
     step), copy their proposed tokens into span and drop them from masked. All tensors [B, L]."""
-    if final:
+    if step.final:
         commit = masked.clone()
     elif cfg.rule == "threshold":
         commit = commit_threshold(confidence, masked, cfg.threshold)
+    elif cfg.rule == "content":
+        commit = commit_content(span, masked, confidence, proposal, step.left, pad)
     else:
-        commit = commit_topk(confidence, masked, k)
+        commit = commit_topk(confidence, masked, step.k)
     apply_commit(span, masked, commit, proposal, eom, pad)
 
 
@@ -111,10 +151,20 @@ def apply_commit(span: torch.Tensor, masked: torch.Tensor, commit: torch.Tensor,
     truncate_after_eom(span, masked, eom, pad)
 
 
+@dataclass(frozen=True)
+class Step:
+    k: int        # positions the fixed schedule commits at this step
+    left: int     # steps left, this one included: 1 on the final step, which commits everything left
+
+    @property
+    def final(self) -> bool:
+        return self.left == 1
+
+
 class StepPlan:
-    """The steps of one request as (k, final) pairs: commit k positions, or everything left when final
-    (the last step, or the deadline has passed). Iteration stops when `cancelled()` turns true;
-    afterwards `deadline_hit` and `was_cancelled` say what happened."""
+    """The steps of one request: the last one (or the first after the deadline has passed) is final.
+    Iteration stops when `cancelled()` turns true; afterwards `deadline_hit` and `was_cancelled` say
+    what happened."""
 
     def __init__(self, span_length: int, steps: int, deadline: float | None = None,
                  cancelled: Callable[[], bool] | None = None):
@@ -127,10 +177,10 @@ class StepPlan:
             if self.cancelled is not None and self.cancelled():
                 self.was_cancelled = True
                 return
-            final = step == len(self.schedule) - 1
-            if self.deadline is not None and time.perf_counter() >= self.deadline:
-                final = self.deadline_hit = True
-            yield k, final
+            left = len(self.schedule) - step
+            if left > 1 and self.deadline is not None and time.perf_counter() >= self.deadline:
+                left, self.deadline_hit = 1, True
+            yield Step(k, left)
 
 
 @dataclass
@@ -164,18 +214,18 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
             deadline: float | None = None, cancelled: Callable[[], bool] | None = None,
             fused_step: Callable | None = None) -> DenoiseOutput:
     """Denoise n candidate spans against the cached context kv[:, :, :context_len].
-    fused_step(span, masked, context_len, kv, k), in place, replaces a whole step of greedy decoding
-    with the fixed rule (compiled.py; k = L on the final step: commit everything left)."""
+    fused_step(span, masked, context_len, kv, steps_left), in place, replaces a whole step of greedy
+    decoding with the `content` rule (compiled.py; steps_left = 1 on the final step)."""
     device = model.embed.weight.device
     L = cfg.span_length
     span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
     masked = torch.ones(n, L, dtype=torch.bool, device=device)
     plan = StepPlan(L, cfg.steps, deadline, cancelled)
     steps_run = 0
-    for k, final in plan:
+    for step in plan:
         steps_run += 1
         if fused_step is not None:
-            fused_step(span, masked, context_len, kv, L if final else k)
+            fused_step(span, masked, context_len, kv, step.left)
         else:
             hidden = model.span_step(span, context_len, kv)             # [n, L, D]
             logits = model.logits(hidden[masked])                        # [masked rows, V]
@@ -187,8 +237,8 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
             proposal = span.clone()
             confidence[masked] = conf_m
             proposal[masked] = token_m
-            commit_step(span, masked, confidence, proposal, k, cfg, final, eom_id, pad_id)
-        if final or not masked.any():
+            commit_step(span, masked, confidence, proposal, step, cfg, eom_id, pad_id)
+        if step.final or not masked.any():
             break
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .api import CancelledError, CompletionRequest, CompletionResult, Timings
+from .api import RULES, CancelledError, CompletionRequest, CompletionResult, Timings
 from .checkpoint import DEFAULT_MODEL_DIR, load_model
 from .compiled import CompiledSteps
 from .context_cache import ContextCache
@@ -124,8 +124,8 @@ class Engine:
             raise ValueError(f"n={req.n} candidates is out of range; use 1..{MAX_CANDIDATES}")
         if req.mode not in ("diffusion", "ar"):
             raise ValueError(f"mode={req.mode!r} is unknown; use 'diffusion' or 'ar'")
-        if req.rule not in ("fixed", "threshold"):
-            raise ValueError(f"rule={req.rule!r} is unknown; use 'fixed' or 'threshold'")
+        if req.rule not in RULES:
+            raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
         if req.temperature < 0 or not 0 < req.top_p <= 1:
             raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
         return L, T
@@ -189,8 +189,8 @@ class Engine:
                     bias = self._bias(banned)
                     first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
 
-                    def fused_step(span, masked, context_len, kv, k):
-                        compiled.denoise_step(span, masked, context_len, kv, bias, first, k)
+                    def fused_step(span, masked, context_len, kv, steps_left):
+                        compiled.denoise_step(span, masked, context_len, kv, bias, first, steps_left)
                 out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
                               req.cancelled, fused_step)
             rows = out.span.tolist()

@@ -86,15 +86,25 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
 
 
-MODES = [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]
+# (mode, steps, commit rule); the default rule at every T, and the `fixed` rule beside it at T=2 and 4
+MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion", 4, "content"),
+         ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"), ("ar", None, "content")]
 
 
-def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, rule: str = "fixed",
-             progress: bool = True) -> dict:
+def decoding_label(row: dict) -> str:
+    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' for a result row (rows written before
+    the `content` rule existed used `fixed`, and say nothing)."""
+    if row["mode"] == "ar":
+        return "AR"
+    rule = row.get("rule", "fixed")
+    return f"diffusion T={row['steps']}" + ("" if rule == "content" or "rule" not in row else f", {rule} rule")
+
+
+def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, progress: bool = True) -> dict:
     rows: dict[tuple, list] = {}
     for i, task in enumerate(tasks):
         engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=span_length, steps=1))
-        for mode, steps in modes:
+        for mode, steps, rule in modes:
             req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=span_length,
                                     steps=steps, mode=mode, rule=rule)
             t0 = time.perf_counter()
@@ -102,7 +112,7 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, r
             ms = (time.perf_counter() - t0) * 1e3
             text = result.texts[0]
             shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
-            rows.setdefault((mode, steps, task.kind), []).append(
+            rows.setdefault((mode, steps, rule, task.kind), []).append(
                 (exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip()), ms, result.steps_run,
                  exact(shown, task.middle), edit_similarity(shown.rstrip(), task.middle.rstrip())))
         if progress and (i + 1) % 20 == 0:
@@ -110,9 +120,9 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, r
     if progress:
         print(file=sys.stderr)
     results = []
-    for (mode, steps, kind), vals in rows.items():
+    for (mode, steps, rule, kind), vals in rows.items():
         lat = [v[2] for v in vals]
-        results.append({"mode": mode, "steps": steps, "kind": kind, "span_length": span_length, "tasks": len(vals),
+        results.append({"mode": mode, "steps": steps, "rule": rule, "kind": kind, "span_length": span_length, "tasks": len(vals),
                         "exact_match": sum(v[0] for v in vals) / len(vals),
                         "edit_similarity": sum(v[1] for v in vals) / len(vals),
                         "shown_exact_match": sum(v[4] for v in vals) / len(vals),
@@ -131,7 +141,7 @@ def plot(report: dict, path: Path) -> None:
         for r in report["results"]:
             if r["kind"] != kind:
                 continue
-            label = "AR" if r["mode"] == "ar" else f"T={r['steps']}"
+            label = decoding_label(r).replace("diffusion ", "")
             ax.scatter(r["latency_median_ms"], r["exact_match"] * 100, s=50, marker="s" if r["mode"] == "ar" else "o")
             ax.annotate(label, (r["latency_median_ms"], r["exact_match"] * 100), textcoords="offset points", xytext=(5, 4))
         ax.set_xlabel("median latency per completion (ms)")
@@ -163,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.out.with_suffix(".png"))
-    for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r["steps"] or 0)):
-        print(f"{r['kind']:<7} {r['mode']:<9} T={str(r['steps']):<4} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
+    for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r["steps"] or 0)):
+        print(f"{r['kind']:<7} {decoding_label(r):<28} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
               f"shown EM {r['shown_exact_match']:.1%}  ES {r['shown_edit_similarity']:.3f}  "
               f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}")
     return 0

@@ -12,8 +12,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from ..engine.api import RULES
+
 SECTION = "spanfill"
-RULES = ("fixed", "threshold")
 DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
 DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
 
@@ -25,7 +26,7 @@ class Settings:
     dtype: str = "auto"
     span_length: int | None = None           # tokens per denoised span; None = the model's default
     steps: int | None = None                 # denoising steps per span; None = the model's default
-    rule: str = "fixed"                      # commit rule: fixed schedule or confidence threshold
+    rule: str = "content"                    # commit rule (engine/denoise.py): content, fixed or threshold
     threshold: float = 0.9                   # confidence for rule="threshold"
     debounce_ms: int = 0                     # editors debounce already; superseded work stops between steps
     max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget

@@ -28,6 +28,36 @@ def shipped_model() -> Path:
 
 
 @pytest.fixture(scope="session")
+def model_that_says(tmp_path_factory):
+    """model_that_says(prefix, suffix, wanted, dtype) -> the shipped model if its greedy completion at (prefix, suffix), after the server's
+    post-processing, satisfies wanted(text); else the first tiny random-weight checkpoint (seeds
+    1..15) that does. Protocol and editor tests need *a* suggestion of some shape at their cursor,
+    and what the shipped model says there changes as it trains (its own completions are tested in
+    tests/e2e/test_lsp_completions.py)."""
+    return lambda prefix, suffix, wanted, dtype="auto": _model_that_says(
+        prefix, suffix, wanted, dtype, tmp_path_factory.mktemp("talkative"))
+
+
+def _model_that_says(prefix: str, suffix: str, wanted, dtype: str, directory: Path) -> Path:
+    from spanfill.engine import CompletionRequest, Engine
+    from spanfill.engine.testing import build_tiny_model
+    from spanfill.server.postprocess import Cursor, finish
+
+    def says(model: Path) -> bool:
+        engine = Engine.load(model, device="cpu", dtype=dtype, warmup=False, compile=False)
+        raw = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False)).texts[0]
+        return wanted(finish(raw, Cursor(prefix, suffix)) or "")
+
+    if (SHIPPED_MODEL / "model.safetensors").is_file() and says(SHIPPED_MODEL):
+        return SHIPPED_MODEL
+    for seed in range(1, 16):
+        model = build_tiny_model(directory / f"seed{seed}", seed=seed)
+        if says(model):
+            return model
+    raise AssertionError(f"no tiny model seed in 1..15 completes {prefix[-40:]!r} as the test needs")
+
+
+@pytest.fixture(scope="session")
 def e2e_model(tiny_model) -> Path:
     """The model the end-to-end protocol tests serve: the shipped one once it exists."""
     return SHIPPED_MODEL if (SHIPPED_MODEL / "model.safetensors").is_file() else tiny_model

@@ -19,10 +19,16 @@ LINE = '    greeting = "hi 😀, " + '     # the cursor goes at its end
 TEXT = f"def greet(name):\n{LINE}\n"
 
 
+@pytest.fixture(scope="module")
+def model(model_that_says):
+    """A model whose suggestion at the end of LINE has at least two characters: the test types one."""
+    return model_that_says(TEXT.rstrip("\n"), "\n", lambda text: len(text) >= 2, dtype="fp32")
+
+
 @pytest_lsp.fixture(config=CONFIG, params=[None, "utf-8", "utf-32"], loop_scope="module")
-async def client(lsp_client: LanguageClient, request, e2e_model):
+async def client(lsp_client: LanguageClient, request, model):
     offered = [request.param, "utf-16"] if request.param else None
-    lsp_client.init_result = await start(lsp_client, e2e_model, encodings=offered)
+    lsp_client.init_result = await start(lsp_client, model, encodings=offered)
     lsp_client.encoding = request.param or "utf-16"
     yield
     await lsp_client.shutdown_session()

@@ -128,39 +128,14 @@ class Nvim:
         shutil.rmtree(os.path.dirname(self.socket), ignore_errors=True)
 
 
-def says_two_words(model) -> bool:
-    """The model's greedy completion at the test's cursor survives the server's post-processing and
-    has two words (the word-by-word accept needs them). model: a directory, or None (shipped)."""
-    from spanfill.engine import CompletionRequest, Engine
-    from spanfill.server.postprocess import Cursor, finish
-
-    prefix, suffix = SOURCE[:-1], "\n"
-    raw = Engine.load(model, device="cpu", compile=False).complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False))
-    return bool(re.search(r"\w\W+\w", finish(raw.texts[0], Cursor(prefix, suffix)) or ""))
-
-
-def talkative_tiny_model(directory: Path) -> Path:
-    """A tiny random-weight checkpoint that says something at the test's cursor. Random weights
-    often put <|eom|> first (an empty answer, so no ghost text); the first seed that says two
-    words there is kept."""
-    from spanfill.engine.testing import build_tiny_model
-
-    for seed in range(1, 16):
-        model = build_tiny_model(directory / f"seed{seed}", seed=seed)
-        if says_two_words(model):
-            return model
-    raise AssertionError("no tiny model seed in 1..15 completes the test's cursor position")
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> str:
-    """'' (the server's shipped model) when it says two words at the test's cursor, else a tiny
-    random-weight checkpoint that does: these tests are about the editor and the protocol, and a
-    better-trained model may rightly suggest nothing at this cursor (the shipped model's own
-    completions are tested in tests/e2e/test_lsp_completions.py)."""
-    if SHIPPED_MODEL.exists() and says_two_words(None):
-        return ""
-    return str(talkative_tiny_model(tmp_path_factory.mktemp("tiny")))
+def model_dir(model_that_says) -> str:
+    """'' (the server's shipped model) when it says two words at the test's cursor (the word-by-word
+    accept needs them), else a tiny random-weight checkpoint that does."""
+    model = model_that_says(SOURCE[:-1], "\n", lambda text: bool(re.search(r"\w\W+\w", text)))
+    return "" if model == SHIPPED_MODEL.parent else str(model)
 
 
 @pytest.fixture(params=["native", "ghost"])

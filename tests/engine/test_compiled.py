@@ -51,6 +51,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L + 4, steps=2))
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, temperature=0.7, steps=2))
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, rule="threshold", steps=2))
+    fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, rule="fixed", steps=2))
     assert calls["span"] == before["span"]
 
 

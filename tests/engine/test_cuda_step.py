@@ -48,7 +48,7 @@ def assert_same(ref, out):
 
 
 @pytest.mark.parametrize("L,T,rule,n", [(16, 4, "fixed", 1), (13, 3, "fixed", 2), (16, 8, "threshold", 1),
-                                        (32, 1, "fixed", 1)])
+                                        (32, 1, "fixed", 1), (16, 4, "content", 1), (13, 3, "content", 2)])
 @pytest.mark.parametrize("ban", ["engine", "eom_heavy"])
 def test_static_steps_match_denoise(model_and_tok, L, T, rule, n, ban):
     model, tok = model_and_tok
@@ -110,7 +110,7 @@ def test_cuda_graphs_replay_the_eager_static_step_exactly(tiny_dir, dtype):
     bans = banned_lists(tok, model.cfg.vocab_size)
     with torch.inference_mode():
         for ban in bans.values():
-            for rule, L, T in [("fixed", 16, 4), ("fixed", 32, 8), ("threshold", 16, 4)]:
+            for rule, L, T in [("fixed", 16, 4), ("fixed", 32, 8), ("threshold", 16, 4), ("content", 32, 4)]:
                 cfg = DenoiseConfig(L, T, rule, threshold=0.3, banned=ban)
                 for ids in contexts(model.cfg.vocab_size, [200, 150, 37]):   # replays, then another bucket
                     lookup = ContextCache(model).prepare(ids, room_after=L)

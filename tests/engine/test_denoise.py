@@ -3,8 +3,9 @@ import types
 
 import torch
 
-from spanfill.engine.denoise import (DenoiseConfig, commit_schedule, commit_threshold, commit_topk, denoise,
-                                     pick_tokens, truncate_after_eom)
+from spanfill.engine.denoise import (DenoiseConfig, StepPlan, commit_content, commit_schedule, commit_spread,
+                                     commit_threshold, commit_topk, denoise, pick_tokens, trailing_pads,
+                                     truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
 
@@ -26,6 +27,40 @@ def test_commit_threshold_takes_all_above_tau_or_the_best_one():
     conf = torch.tensor([[0.95, 0.2, 0.99, 0.5], [0.1, 0.3, 0.2, 0.05]])
     masked = torch.ones(2, 4, dtype=torch.bool)
     assert commit_threshold(conf, masked, 0.9).tolist() == [[True, False, True, False], [False, True, False, False]]
+
+
+def test_trailing_pads_run_from_the_right_end_and_need_confidence():
+    span = torch.tensor([[MASK, MASK, MASK, MASK, PAD, PAD]])           # the last two already pad
+    masked = torch.tensor([[True, True, True, True, False, False]])
+    proposal = torch.tensor([[5, PAD, PAD, PAD, PAD, PAD]])
+    conf = torch.tensor([[0.9, 0.99, 0.4, 0.8, -1.0, -1.0]])
+    # 3 joins the committed pads; 2 is too unsure and ends the run, so 1 (a pad inside the text) stays
+    assert trailing_pads(span, masked, conf, proposal, PAD).tolist() == [[False, False, False, True, False, False]]
+    assert trailing_pads(span, masked, conf, proposal, PAD, min_confidence=0.3).tolist() == [
+        [False, True, True, True, False, False]]
+
+
+def test_commit_spread_gives_each_row_its_share_of_the_steps_left():
+    conf = torch.tensor([[0.1, 0.9, 0.5, 0.7, 0.3], [0.9, 0.8, 0.7, 0.6, 0.5]])
+    content = torch.tensor([[True, True, True, True, True], [False, False, True, True, False]])
+    # row 0: 5 positions over 2 steps -> 3 now; row 1: 2 positions over 2 steps -> 1 now
+    assert commit_spread(conf, content, 2).tolist() == [[False, True, True, True, False],
+                                                         [False, False, True, False, False]]
+    assert commit_spread(conf, content, torch.tensor(1)).tolist() == content.tolist()   # last step: all
+
+
+def test_content_rule_commits_trailing_pads_for_free_where_fixed_spends_the_step_on_them():
+    span = torch.full((1, 6), MASK)
+    masked = torch.ones(1, 6, dtype=torch.bool)
+    proposal = torch.tensor([[5, 6, EOM, PAD, PAD, PAD]])
+    conf = torch.tensor([[0.6, 0.5, 0.4, 0.9, 0.95, 0.99]])
+    assert commit_topk(conf, masked, 2).tolist() == [[False, False, False, False, True, True]]
+    assert commit_content(span, masked, conf, proposal, 3, PAD).tolist() == [[True, False, False, True, True, True]]
+
+
+def test_step_plan_counts_the_steps_left():
+    assert [(s.k, s.left, s.final) for s in StepPlan(10, 4)] == [(3, 4, False), (3, 3, False), (2, 2, False),
+                                                                 (2, 1, True)]
 
 
 def test_truncate_after_eom():
@@ -66,15 +101,29 @@ class Scripted:
 
 def test_denoise_stops_once_eom_leaves_nothing_masked():
     model = Scripted([5, 6, EOM, 7, 7, 7, 7, 7])
-    out = denoise(model, None, 0, 1, DenoiseConfig(8, 4), MASK, EOM, PAD)
+    out = denoise(model, None, 0, 1, DenoiseConfig(8, 4, "fixed"), MASK, EOM, PAD)
     assert out.span.tolist() == [[5, 6, EOM, PAD, PAD, PAD, PAD, PAD]]
     assert out.steps_run == model.calls == 2   # step 1 commits 0-1, step 2 commits 2 (<|eom|>) and 3 drops out
 
 
 def test_denoise_fixed_schedule_without_eom_runs_all_steps():
     model = Scripted([5] * 8)
-    out = denoise(model, None, 0, 2, DenoiseConfig(8, 4), MASK, EOM, PAD)
+    out = denoise(model, None, 0, 2, DenoiseConfig(8, 4, "fixed"), MASK, EOM, PAD)
     assert out.steps_run == 4 and out.span.tolist() == [[5] * 8] * 2
+
+
+def test_denoise_content_rule_fills_the_pads_first_then_one_text_token_per_step():
+    seen = []
+
+    class Watch(Scripted):
+        def span_step(self, span, context_len, kv):
+            seen.append((span != MASK).sum().item())
+            return super().span_step(span, context_len, kv)
+
+    model = Watch([5, 6, 7, EOM] + [PAD] * 12)
+    out = denoise(model, None, 0, 1, DenoiseConfig(16, 4), MASK, EOM, PAD)
+    assert out.span.tolist() == [[5, 6, 7, EOM] + [PAD] * 12] and out.steps_run == 4
+    assert seen == [0, 13, 14, 15]    # step 1: 12 pads + 1 text token; then one text token per step
 
 
 def test_deadline_makes_the_next_step_the_last():

@@ -31,10 +31,17 @@ class Scripted:
 def test_shown_scores_use_the_servers_post_processing():
     task = ev.Task("single/x.py#0", "single", "def f(x):\n    return x + ", "1", "\n\nprint(f(2))\n")
     # the raw middle runs on past the line; the editor shows the rest of the cursor's line only
-    report = ev.evaluate(Scripted("1\n    print(x)"), [task], 32, modes=[("ar", None)], progress=False)
+    report = ev.evaluate(Scripted("1\n    print(x)"), [task], 32, modes=[("ar", None, "content")], progress=False)
     (row,) = report["results"]
     assert row["exact_match"] == 0.0 and row["shown_exact_match"] == 1.0
     assert row["edit_similarity"] < 1.0 == row["shown_edit_similarity"]
     # nothing shown (only whitespace) scores as an empty completion
-    (row,) = ev.evaluate(Scripted("  "), [task], 32, modes=[("ar", None)], progress=False)["results"]
+    (row,) = ev.evaluate(Scripted("  "), [task], 32, modes=[("ar", None, "content")], progress=False)["results"]
     assert row["shown_exact_match"] == 0.0 and row["shown_edit_similarity"] == 0.0
+
+
+def test_rows_name_their_decoding():
+    assert ev.decoding_label({"mode": "ar", "steps": None, "rule": "content"}) == "AR"
+    assert ev.decoding_label({"mode": "diffusion", "steps": 4, "rule": "content"}) == "diffusion T=4"
+    assert ev.decoding_label({"mode": "diffusion", "steps": 2, "rule": "fixed"}) == "diffusion T=2, fixed rule"
+    assert ev.decoding_label({"mode": "diffusion", "steps": 4}) == "diffusion T=4"   # older result files

@@ -20,7 +20,7 @@ def test_invalid_values_are_reported_and_the_previous_value_kept():
     current = Settings(steps=4)
     new, problems = apply_settings(current, {"steps": 0, "rule": "greedy", "device": "tpu", "spanLength": True,
                                              "threshold": 1.5, "colour": "red", "debounceMs": 10})
-    assert new.steps == 4 and new.rule == "fixed" and new.device == "auto"
+    assert new.steps == 4 and new.rule == "content" and new.device == "auto"
     assert new.span_length is None and new.threshold == 0.9
     assert new.debounce_ms == 10                       # valid values in the same message still apply
     assert len(problems) == 6
