@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("diffusion", "ar"), default="diffusion")
     ap.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
     ap.add_argument("--device", default="auto")
-    ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes tens of seconds)")
+    ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes about two minutes on 2 cores)")
     args = ap.parse_args(argv)
     try:
         tasks = read_tasks(args.input)

@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 # wins by 2-4x at these shapes (32 or 1 rows); the prefill's row count is dynamic, which the template
 # does not take, so it keeps oneDNN's packed linear.
 FREEZE = {"freezing": True}
-STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN"}
+STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
+               # autotuning would print its timing tables to stderr, the server's log
+               "autotune_num_choices_displayed": 0, "max_autotune_report_choices_stats": False}
 
 
 class CompiledSteps:
