@@ -63,6 +63,13 @@ def main(argv=None) -> int:
     if engine.info["compiled"]:   # the whole step the engine runs: forward, pick, commit
         step = compiled_step(engine, span, ctx.context_tokens, kv)
         rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(step, args.repeats))})
+        with torch.inference_mode():
+            token = torch.tensor([[42]], device=span.device)
+
+        def token_step():   # one AR token: what AR mode pays per token, beside the span step
+            with torch.inference_mode():
+                engine.compiled.token_step(token, ctx.context_tokens, kv)
+        rows.append({"what": "AR token step (+logits), compiled", **summary(timed(token_step, args.repeats))})
     for mode, steps in [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]:
         req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode)
         passes = engine.complete(req).steps_run
