@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Callable, Literal, get_args
 
 from .prompt import Snippet
 
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
-RULES = ("content", "fixed", "threshold")
+RULES: tuple[str, ...] = get_args(Rule)
 
 
 @dataclass

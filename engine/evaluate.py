@@ -92,12 +92,12 @@ MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion",
 
 
 def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' for a result row (rows written before
-    the `content` rule existed used `fixed`, and say nothing)."""
+    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' for a result row: the default rule goes
+    unnamed, and so do rows written before results recorded their rule."""
     if row["mode"] == "ar":
         return "AR"
-    rule = row.get("rule", "fixed")
-    return f"diffusion T={row['steps']}" + ("" if rule == "content" or "rule" not in row else f", {rule} rule")
+    rule = row.get("rule", "content")
+    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
 
 
 def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, progress: bool = True) -> dict:
