@@ -48,7 +48,7 @@ class StepBuffers:
     positions: torch.Tensor   # [L] RoPE positions C..C+L-1
     key_mask: torch.Tensor    # [Cb + L] bool: the real context keys, then the span's own
     steps_run: torch.Tensor   # [] long: steps that started with something left to commit
-    graphs: dict = field(default_factory=dict)   # (k, steps left) -> torch.cuda.CUDAGraph
+    graphs: dict = field(default_factory=dict)   # Step.key(rule) -> torch.cuda.CUDAGraph
 
 
 class StaticSpanDenoiser:
@@ -147,7 +147,7 @@ class StaticSpanDenoiser:
         if not self.graphs:
             self._step(b, cfg, step)
             return
-        key = (0, 1) if step.final else (step.k, step.left)
+        key = step.key(cfg.rule)
         graph = b.graphs.get(key)
         if graph is None:
             graph = b.graphs[key] = self._capture(b, lambda: self._step(b, cfg, step))

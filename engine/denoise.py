@@ -161,6 +161,13 @@ class Step:
     def final(self) -> bool:
         return self.left == 1
 
+    def key(self, rule: str) -> tuple:
+        """What `commit_step` reads of this step under `rule`: steps with equal keys commit alike,
+        so a captured step (cuda_step's CUDA graphs) is shared between them."""
+        if self.final:
+            return ("final",)
+        return {"fixed": ("k", self.k), "content": ("left", self.left)}.get(rule, ())
+
 
 class StepPlan:
     """The steps of one request: the last one (or the first after the deadline has passed) is final.

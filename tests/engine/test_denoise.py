@@ -4,8 +4,8 @@ import types
 import torch
 
 from spanfill.engine.denoise import (DenoiseConfig, StepPlan, commit_content, commit_schedule, commit_spread,
-                                     commit_threshold, commit_topk, denoise, pick_tokens, trailing_pads,
-                                     truncate_after_eom)
+                                     commit_step, commit_threshold, commit_topk, denoise, pick_tokens,
+                                     trailing_pads, truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
 
@@ -61,6 +61,30 @@ def test_content_rule_commits_trailing_pads_for_free_where_fixed_spends_the_step
 def test_step_plan_counts_the_steps_left():
     assert [(s.k, s.left, s.final) for s in StepPlan(10, 4)] == [(3, 4, False), (3, 3, False), (2, 2, False),
                                                                  (2, 1, True)]
+
+
+def test_steps_with_equal_keys_commit_alike_and_only_those_share_a_key():
+    """Step.key is what a CUDA graph is captured under: two steps may share a graph only if the
+    rule commits the same positions for both, whatever the state."""
+    torch.manual_seed(0)
+    steps = sorted(set(StepPlan(32, 8)) | set(StepPlan(32, 4)) | set(StepPlan(30, 4)), key=repr)
+    for rule in ("fixed", "content", "threshold"):
+        cfg = DenoiseConfig(32, 8, rule=rule)
+        commits = {}
+        for _ in range(20):
+            masked = torch.rand(3, 32) < 0.8
+            span = torch.where(masked, MASK, torch.randint(3, V, (3, 32)))
+            proposal = torch.where(torch.rand(3, 32) < 0.5, PAD, torch.randint(3, V, (3, 32)))
+            conf = torch.rand(3, 32)
+            for step in steps:
+                s, m = span.clone(), masked.clone()
+                commit_step(s, m, conf, proposal, step, cfg, EOM, PAD)
+                commits.setdefault(step, []).append(s.tolist())
+        for a in steps:
+            for b in steps:
+                assert (a.key(rule) == b.key(rule)) == (commits[a] == commits[b]), (rule, a, b)
+    fixed, content = ({s.key(rule) for s in StepPlan(32, 4)} for rule in ("fixed", "content"))
+    assert len(fixed) == 2 and len(content) == 4     # fixed: k=8 thrice, then the final step
 
 
 def test_truncate_after_eom():
