@@ -90,9 +90,13 @@ def sweep_section(report: dict) -> list[str]:
 
 def micro_section(report: dict) -> list[str]:
     rows = [[r["what"], ms(r["median_ms"]), ms(r["p95_ms"])] for r in report["rows"]]
-    return [f"**Per step and per completion** ({engine_line(report['engine'])}, context of {report['context_tokens']} "
-            "tokens cached; `python benchmarks/engine_micro.py --model DEFAULT`):", "",
-            table(["what", "median ms", "p95 ms"], rows)]
+    out = [f"**Per step and per completion** ({engine_line(report['engine'])}, context of {report['context_tokens']} "
+           "tokens cached; `python benchmarks/engine_micro.py --model DEFAULT`):", "",
+           table(["what", "median ms", "p95 ms"], rows)]
+    seconds = report["engine"].get("compile_seconds")
+    if seconds:   # written since the engine reports it
+        out += ["", f"Compiling the steps (in the background, at load) took {seconds:.0f} s in this run."]
+    return out
 
 
 def cached_bound(r: dict) -> str:

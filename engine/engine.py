@@ -89,7 +89,8 @@ class Engine:
                 "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
                 "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions,
                 "compiled": bool(self.compiled and self.compiled.ready),
-                "compile": self.compiled.state if self.compiled else "off"}
+                "compile": self.compiled.state if self.compiled else "off",
+                "compile_seconds": self.compiled.compile_seconds if self.compiled else None}
 
     def _bias(self, banned: list[int]) -> torch.Tensor:
         """[V] float: -inf on the banned ids (the compiled step's form of `banned`)."""

@@ -18,6 +18,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     compiled = fast.compile(wait=True)
     assert compiled.ready and compiled.error is None and fast.info["compiled"]
     assert (fast.info["compile"], eager.info["compile"]) == ("ready", "off")
+    assert fast.info["compile_seconds"] > 0 and eager.info["compile_seconds"] is None
     calls = {"span": 0, "token": 0, "prefill": 0}
     span_step, token_step, prefill = compiled.denoise_step, compiled.token_step, compiled.prefill
 
@@ -66,6 +67,7 @@ def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
     assert not compiled.ready and "no C++ compiler" in compiled.error
     result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX))
     assert len(result.texts) == 1 and not engine.info["compiled"] and engine.info["compile"] == "failed"
+    assert engine.info["compile_seconds"] is None
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
