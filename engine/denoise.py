@@ -81,7 +81,9 @@ def trailing_pads(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Te
     confidence > min_confidence, or already pad — counted from the right end inward."""
     token = torch.where(masked, proposal, span)
     padded = (token == pad) & (~masked | (confidence > min_confidence))
-    return padded.flip(1).long().cumprod(1).flip(1).bool() & masked
+    index = torch.arange(span.shape[1], device=span.device)
+    last_unpadded = torch.where(padded, -1, index).amax(1, keepdim=True)   # reductions, not a scan: they fuse
+    return (index > last_unpadded) & masked
 
 
 def commit_spread(confidence: torch.Tensor, content: torch.Tensor, steps_left: torch.Tensor | int) -> torch.Tensor:
@@ -90,9 +92,12 @@ def commit_spread(confidence: torch.Tensor, content: torch.Tensor, steps_left: t
     n = content.sum(1, keepdim=True)
     k = torch.div(n + steps_left - 1, steps_left, rounding_mode="floor")
     conf = confidence.masked_fill(~content, NEG_INF)
-    order = conf.argsort(dim=1, descending=True, stable=True)
-    rank = torch.empty_like(order).scatter_(1, order, torch.arange(conf.shape[1], device=conf.device).expand_as(order))
-    return content & (rank < k)
+    # each position's place in a stable descending sort, by counting who goes first: L x L
+    # comparisons, which compile into one fused loop where a sort would be a library call
+    index = torch.arange(conf.shape[1], device=conf.device)
+    mine, other = conf[:, :, None], conf[:, None, :]
+    ahead = (other > mine) | ((other == mine) & (index[None, :] < index[:, None]))
+    return content & (ahead.sum(2) < k)
 
 
 def commit_content(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -112,7 +117,8 @@ def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: 
 def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int) -> None:
     """In place: once <|eom|> is committed at j, positions > j become committed pads and drop out."""
     is_eom = (span == eom) & ~masked
-    after = (is_eom.cumsum(1) - is_eom.long()) > 0
+    index = torch.arange(span.shape[1], device=span.device)
+    after = index > torch.where(is_eom, index, span.shape[1]).amin(1, keepdim=True)
     span.masked_fill_(after, pad)
     masked &= ~after
 

@@ -15,7 +15,12 @@ HAS_CXX = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
 def test_compiled_steps_decode_like_eager(tiny_dir):
     eager = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
     fast = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
+    counters = torch._dynamo.utils.counters
+    frames, unsupported = dict(counters["frames"]), dict(counters["unimplemented"])
     compiled = fast.compile(wait=True)
+    # each step compiled whole: no frame Dynamo gave up on (it would run eagerly, piecemeal)
+    assert counters["frames"]["total"] - frames.get("total", 0) == counters["frames"]["ok"] - frames.get("ok", 0)
+    assert dict(counters["unimplemented"]) == unsupported
     assert compiled.ready and compiled.error is None and fast.info["compiled"]
     assert (fast.info["compile"], eager.info["compile"]) == ("ready", "off")
     assert fast.info["compile_seconds"] > 0 and eager.info["compile_seconds"] is None
@@ -33,8 +38,11 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     L = fast.model.cfg.span_length
     expected = {"span": 0, "token": 0, "prefill": 0}
     compiles = dict(torch._dynamo.utils.counters["frames"])
-    # contexts of several lengths (one beyond the warm-up's capacities), healed and not
-    for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX * 3, "x = self.app", SAMPLE_PREFIX * 5):
+    compiled.strict = True   # a call the warm-up did not compile for raises instead of running eagerly
+    # contexts of several lengths (one beyond the warm-up's capacities), healed and not, and typing
+    # one character on (a one-token prefill)
+    for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX + "retu", SAMPLE_PREFIX * 3, "x = self.app",
+                   SAMPLE_PREFIX * 5):
         for mode, steps in (("diffusion", 4), ("diffusion", 3), ("diffusion", 1), ("ar", None)):
             req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=steps)
             a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
@@ -47,6 +55,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
     assert dict(torch._dynamo.utils.counters["frames"]) == compiles    # no request paid for a (re)compile
     # what it was not compiled for stays on the eager path
+    compiled.strict = False
     before = dict(calls)
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, n=2, steps=2))
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L + 4, steps=2))

@@ -87,6 +87,34 @@ def test_steps_with_equal_keys_commit_alike_and_only_those_share_a_key():
     assert len(fixed) == 2 and len(content) == 4     # fixed: k=8 thrice, then the final step
 
 
+def test_commit_pieces_match_their_sort_and_scan_definitions():
+    """trailing_pads, commit_spread and truncate_after_eom are written as reductions and pairwise
+    counts (they compile into fused loops); hold them to the plain scan/sort definitions, ties included."""
+    torch.manual_seed(1)
+    for _ in range(50):
+        masked = torch.rand(4, 12) < 0.7
+        span = torch.where(masked, MASK, torch.randint(0, 6, (4, 12)))
+        proposal = torch.randint(0, 6, (4, 12))
+        conf = torch.randint(0, 4, (4, 12)).float() / 4          # many ties
+        token = torch.where(masked, proposal, span)
+        padded = (token == PAD) & (~masked | (conf > 0.5))
+        assert torch.equal(trailing_pads(span, masked, conf, proposal, PAD),
+                           padded.flip(1).long().cumprod(1).flip(1).bool() & masked)
+        for left in (1, 2, 3):
+            c = conf.masked_fill(~masked, float("-inf"))
+            order = c.argsort(dim=1, descending=True, stable=True)
+            rank = torch.empty_like(order).scatter_(1, order, torch.arange(12).expand_as(order))
+            k = (masked.sum(1, keepdim=True) + left - 1) // left
+            assert torch.equal(commit_spread(conf, masked, left), masked & (rank < k))
+        s, m = span.clone(), masked.clone()
+        s[torch.rand(4, 12) < 0.2] = EOM
+        m &= s != EOM
+        expected_after = ((s == EOM) & ~m).long().cumsum(1) - ((s == EOM) & ~m).long() > 0
+        want_span, want_masked = s.masked_fill(expected_after, PAD), m & ~expected_after
+        truncate_after_eom(s, m, EOM, PAD)
+        assert torch.equal(s, want_span) and torch.equal(m, want_masked)
+
+
 def test_truncate_after_eom():
     span = torch.tensor([[5, EOM, MASK, MASK], [5, 6, 7, MASK]])
     masked = torch.tensor([[False, False, True, True], [False, False, False, True]])
