@@ -12,11 +12,15 @@ import torch
 RESULTS = Path(__file__).parent / "results"
 
 
-def load_engine(model, eager: bool = False, **kw):
+def load_engine(model, eager: bool = False, before_compile=None, **kw):
     """The engine as the server runs it: with its compiled CPU steps in use (waits for the compile),
-    or all eager with eager=True."""
+    or all eager with eager=True. before_compile(engine) runs first (a patch the graphs must see)."""
     from spanfill.engine import Engine
-    engine = Engine.load(model, compile=False if eager else None, wait=True, **kw)
+    engine = Engine.load(model, compile=False if eager or before_compile else None, wait=True, **kw)
+    if before_compile is not None:
+        before_compile(engine)
+        if not eager and engine.model.embed.weight.device.type == "cpu":   # as Engine.load decides
+            engine.compile(wait=True)
     if engine.compiled is not None and not engine.compiled.ready:
         print(f"compiling failed, measuring eager: {engine.compiled.error}")
     if engine.compiled is not None:
