@@ -16,10 +16,11 @@ def load_engine(model, eager: bool = False, before_compile=None, **kw):
     """The engine as the server runs it: with its compiled CPU steps in use (waits for the compile),
     or all eager with eager=True. before_compile(engine) runs first (a patch the graphs must see)."""
     from spanfill.engine import Engine
+    from spanfill.engine.engine import compiles_by_default
     engine = Engine.load(model, compile=False if eager or before_compile else None, wait=True, **kw)
     if before_compile is not None:
         before_compile(engine)
-        if not eager and engine.model.embed.weight.device.type == "cpu":   # as Engine.load decides
+        if not eager and compiles_by_default(engine.model.embed.weight.device):
             engine.compile(wait=True)
     if engine.compiled is not None and not engine.compiled.ready:
         print(f"compiling failed, measuring eager: {engine.compiled.error}")

@@ -35,6 +35,11 @@ def _ms(t0: float) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def compiles_by_default(device: torch.device) -> bool:
+    """Whether `Engine.load(compile=None)` compiles the CPU steps: on CPU, unless SPANFILL_COMPILE=0."""
+    return device.type == "cpu" and os.environ.get("SPANFILL_COMPILE", "1") != "0"
+
+
 class Engine:
     def __init__(self, model: SpanfillModel, tokenizer: Tokenizer, name: str = "model", cache_entries: int = 4):
         self.model = model
@@ -66,7 +71,7 @@ class Engine:
         if warmup:
             engine.warmup()
         if compile is None:
-            compile = dev.type == "cpu" and os.environ.get("SPANFILL_COMPILE", "1") != "0"
+            compile = compiles_by_default(dev)
         if compile:
             engine.compile(wait=wait)
         return engine

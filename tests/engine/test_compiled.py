@@ -40,7 +40,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     compiles = dict(torch._dynamo.utils.counters["frames"])
     compiled.strict = True   # a call the warm-up did not compile for raises instead of running eagerly
     # contexts of several lengths (one beyond the warm-up's capacities), healed and not, and typing
-    # one character on (a one-token prefill)
+    # on character by character (a prefill of the few re-encoded tokens; healing re-encodes two or more)
     for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX + "retu", SAMPLE_PREFIX * 3, "x = self.app",
                    SAMPLE_PREFIX * 5):
         for mode, steps in (("diffusion", 4), ("diffusion", 3), ("diffusion", 1), ("ar", None)):
