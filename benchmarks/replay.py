@@ -291,6 +291,8 @@ def show(result: dict) -> None:
           f"superseded {srv.get('superseded')}, cancelled {srv.get('cancelled')}, context tokens reused "
           f"{'n/a' if reuse is None else f'{100 * reuse:.0f}%'}")
     print(f"    server latency    {pct(slat)}   engine {pct(seng)}")
+    for name, d in (srv.get("engineStagesMs") or {}).items():
+        print(f"      engine {name:<10} {pct(d)}")
     print(f"  keystroke lag (ms)  {pct(result['key_lag_ms'])}   (how late the client sent keys; large = busy machine)")
 
 

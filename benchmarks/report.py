@@ -133,7 +133,18 @@ def replay_section(r: dict) -> list[str]:
             f"{req['sent']} sent, {req['answered']} answered, {req['cancelled']} cancelled, {req['failed']} failed; "
             f"{pct(r['typing_through']['share_answered_from_cache'] or 0)} answered from the typing-through cache; "
             + (f"context-token reuse {pct(reuse)}; " if reuse is not None else "")
-            + f"superseded in the server: {server.get('superseded', 'n/a')}."]
+            + f"superseded in the server: {server.get('superseded', 'n/a')}."
+            + stages_sentence(server)]
+
+
+def stages_sentence(server: dict) -> str:
+    """Where an engine-answered request's time went, as the server measured it (median per stage)."""
+    stages, engine = server.get("engineStagesMs") or {}, server.get("engineMs") or {}
+    parts = [f"{name} {ms(d['p50'])}" for name, d in stages.items() if "p50" in d]
+    if not parts or "p50" not in engine:
+        return ""
+    return (f" Inside the server, an engine call took {ms(engine['p50'])} ms at the median; per stage (medians, ms): "
+            + ", ".join(parts) + ".")
 
 
 def main() -> int:

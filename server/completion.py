@@ -113,7 +113,9 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     except EngineUnavailable as err:
         log.warning("no completion: %s", err)
         return None
+    t0 = time.perf_counter()
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
+    window_ms = (time.perf_counter() - t0) * 1e3
     try:
         result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates))
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
@@ -121,7 +123,9 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         log.warning("spanfill: the engine could not complete: %s", err)
         return None
     if result is not None:
-        stats.record_engine(result.context_tokens, result.reused_tokens, result.timings.total_ms)
+        t = result.timings
+        stats.record_engine(result.context_tokens, result.reused_tokens, t.total_ms,
+                            {"window": window_ms, "tokenize": t.tokenize_ms, "prefill": t.context_ms, "decode": t.denoise_ms})
     if result is None or result.cancelled:
         stats.superseded += 1
         return None

@@ -47,6 +47,7 @@ class Stats:
     rejected: int = 0
     latency_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))     # answered requests
     engine_ms: deque = field(default_factory=lambda: deque(maxlen=WINDOW))      # Engine.complete only
+    stage_ms: dict = field(default_factory=dict)  # where an engine-answered request's time went, per stage
     _issued: OrderedDict = field(default_factory=OrderedDict)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
@@ -71,11 +72,16 @@ class Stats:
             self.rejected += 1
         return True
 
-    def record_engine(self, context_tokens: int, reused_tokens: int, total_ms: float) -> None:
+    def record_engine(self, context_tokens: int, reused_tokens: int, total_ms: float,
+                      stages: dict[str, float] | None = None) -> None:
+        """stages: milliseconds per named stage of this call (the context windows, tokenizing, the
+        context prefill, decoding), so `spanfill/status` can say where engine time goes."""
         self.engine_calls += 1
         self.context_tokens += context_tokens
         self.reused_tokens += reused_tokens
         self.engine_ms.append(total_ms)
+        for name, ms in (stages or {}).items():
+            self.stage_ms.setdefault(name, deque(maxlen=WINDOW)).append(ms)
 
     def snapshot(self) -> dict:
         """The statistics part of `spanfill/status` (camelCase, like the rest of LSP)."""
@@ -90,6 +96,7 @@ class Stats:
             "contextReuseRate": _rate(self.reused_tokens, self.context_tokens),
             "latencyMs": _summary(self.latency_ms),
             "engineMs": _summary(self.engine_ms),
+            "engineStagesMs": {name: _summary(ms) for name, ms in self.stage_ms.items()},
             "accepted": self.accepted,
             "rejected": self.rejected,
             "acceptanceRate": _rate(self.accepted, self.accepted + self.rejected),

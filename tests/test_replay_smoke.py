@@ -75,4 +75,9 @@ def test_a_short_replay_adds_up(tiny_model, tmp_path, monkeypatch, capsys):
     assert server["requests"] == req["sent"]
     assert server["cancelled"] <= req["cancelled"] and server["cacheHits"] >= result["typing_through"]["answered_from_cache"]
     assert {"contextReuseRate", "superseded", "latencyMs", "cacheHitRate"} <= server.keys()
+    # where the engine's time went, stage by stage, for every engine call the server made
+    stages = server["engineStagesMs"]
+    assert set(stages) == {"window", "tokenize", "prefill", "decode"} and server["engineCalls"] > 0
+    assert all(d["count"] == server["engineCalls"] for d in stages.values())
+    assert stages["decode"]["p50"] > 0
     assert "round trip (ms)" in capsys.readouterr().out

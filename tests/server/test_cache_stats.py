@@ -53,7 +53,9 @@ def test_percentiles_nearest_rank():
 def test_snapshot_rates_and_feedback():
     stats = Stats()
     stats.cache_hits = 3
-    stats.record_engine(context_tokens=100, reused_tokens=80, total_ms=12.0)
+    stats.record_engine(context_tokens=100, reused_tokens=80, total_ms=12.0,
+                        stages={"prefill": 2.0, "decode": 9.0})
+    stats.record_engine(context_tokens=0, reused_tokens=0, total_ms=20.0, stages={"prefill": 4.0, "decode": 15.0})
     a, b = stats.issue_id(), stats.issue_id()
     assert stats.feedback(a, accepted=True)
     assert not stats.feedback(a, accepted=True)          # counted once
@@ -61,6 +63,9 @@ def test_snapshot_rates_and_feedback():
     assert stats.feedback(b, accepted=False)
     assert stats.feedback(None, accepted=True)           # clients that do not echo ids
     snap = stats.snapshot()
-    assert snap["cacheHitRate"] == 0.75 and snap["contextReuseRate"] == 0.8
+    assert snap["cacheHitRate"] == 0.6 and snap["contextReuseRate"] == 0.8
     assert (snap["accepted"], snap["rejected"], snap["acceptanceRate"]) == (2, 1, 0.6667)
-    assert snap["engineMs"] == {"count": 1, "last": 12.0, "p50": 12.0, "p90": 12.0, "p95": 12.0, "p99": 12.0}
+    assert snap["engineMs"] == {"count": 2, "last": 20.0, "p50": 12.0, "p90": 20.0, "p95": 20.0, "p99": 20.0}
+    stages = snap["engineStagesMs"]
+    assert list(stages) == ["prefill", "decode"]
+    assert (stages["prefill"]["p50"], stages["prefill"]["last"], stages["decode"]["p99"]) == (2.0, 4.0, 15.0)
