@@ -22,6 +22,8 @@ from common import compiled_step, load_engine, summary, timed, write  # noqa: E4
 from spanfill.engine import CompletionRequest, Engine  # noqa: E402
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX, build_tiny_model  # noqa: E402
 
+TYPED_TOKENS = 8   # about what a keystroke re-encodes in the replay (9.4 tokens per engine call)
+
 
 def suppress_end(engine: Engine) -> None:
     sp, original = engine.tokenizer.special, engine.model.logits
@@ -61,19 +63,28 @@ def main(argv=None) -> int:
     with torch.inference_mode():   # encoding the whole context, as a request for a new file does
         tokens = torch.tensor([entry.tokens], device=span.device)
         scratch = engine.cache._allocate(entry.capacity)
+        engine.model.encode_context(tokens, 0, scratch)
+    # and the few tokens a keystroke re-encodes at the end of a cached context (token healing
+    # re-encodes at least two)
+    typed = min(TYPED_TOKENS, len(entry.tokens) - 1)
+    with torch.inference_mode():
+        tail = tokens[:, -typed:].clone()
 
-    def prefill(encode):
+    def prefill(encode, start=0):
         def run():
             with torch.inference_mode():
-                encode(tokens, 0, scratch)
+                encode(tail if start else tokens, start, scratch)
         return run
 
-    rows = [{"what": f"span step (L={L}, +logits), eager", **summary(timed(eager_step, args.repeats))},
-            {"what": f"context prefill ({len(entry.tokens)} tokens), eager",
-             **summary(timed(prefill(engine.model.encode_context), args.repeats))}]
+    rows = [{"what": f"span step (L={L}, +logits), eager", **summary(timed(eager_step, args.repeats))}]
+    encoders = [("eager", engine.model.encode_context)]
+    if engine.info["compiled"]:
+        encoders.append(("compiled", engine.compiled.prefill))
+    for how, encode in encoders:
+        rows.append({"what": f"context prefill ({len(entry.tokens)} tokens), {how}", **summary(timed(prefill(encode), args.repeats))})
+        rows.append({"what": f"typed-tail prefill ({typed} tokens after {len(entry.tokens) - typed}), {how}",
+                     **summary(timed(prefill(encode, len(entry.tokens) - typed), args.repeats))})
     if engine.info["compiled"]:   # the whole step the engine runs: forward, pick, commit
-        rows.append({"what": f"context prefill ({len(entry.tokens)} tokens), compiled",
-                     **summary(timed(prefill(engine.compiled.prefill), args.repeats))})
         step = compiled_step(engine, span, ctx.context_tokens, kv)
         rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(step, args.repeats))})
         with torch.inference_mode():
