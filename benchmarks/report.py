@@ -53,11 +53,12 @@ def eval_section(report: dict) -> list[str]:
         rows.append([f"{r['kind']}-line", decoding_label(r), r["tasks"],
                      pct(r["exact_match"]), f"{r['edit_similarity']:.3f}", shown(r, "shown_exact_match", pct),
                      shown(r, "shown_edit_similarity", "{:.3f}".format), ms(r["latency_median_ms"]),
-                     ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}"])
+                     ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}",
+                     shown(r, "shown_chars_mean", "{:.1f}".format), shown(r, "reference_chars_mean", "{:.1f}".format)])
     out = [f"**Held-out quality and latency** ({engine_line(report['model'])}; `{report['command']}`). "
            "*raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows:", "",
            table(["task", "decoding", "tasks", "exact match (raw)", "edit sim. (raw)", "exact match (shown)",
-                  "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes"], rows)]
+                  "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes", "chars shown", "chars in reference"], rows)]
     by = {(r["kind"], decoding_label(r)): r for r in report["results"]}
     d4, ar = by.get(("single", "diffusion T=4")), by.get(("single", "AR"))
     if d4 and ar:

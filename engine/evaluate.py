@@ -114,7 +114,8 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, p
             shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
             rows.setdefault((mode, steps, rule, task.kind), []).append(
                 (exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip()), ms, result.steps_run,
-                 exact(shown, task.middle), edit_similarity(shown.rstrip(), task.middle.rstrip())))
+                 exact(shown, task.middle), edit_similarity(shown.rstrip(), task.middle.rstrip()),
+                 len(shown.rstrip()), len(task.middle.rstrip())))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
@@ -128,7 +129,11 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, p
                         "shown_exact_match": sum(v[4] for v in vals) / len(vals),
                         "shown_edit_similarity": sum(v[5] for v in vals) / len(vals),
                         "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95),
-                        "forward_passes_mean": sum(v[3] for v in vals) / len(vals)})
+                        "forward_passes_mean": sum(v[3] for v in vals) / len(vals),
+                        # how long what the editor shows is, beside the reference: a model that ends
+                        # its completions too early (or runs on) shows here before it shows in EM
+                        "shown_chars_mean": sum(v[6] for v in vals) / len(vals),
+                        "reference_chars_mean": sum(v[7] for v in vals) / len(vals)})
     return {"model": engine.info, "results": results}
 
 
@@ -176,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r["steps"] or 0)):
         print(f"{r['kind']:<7} {decoding_label(r):<28} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
               f"shown EM {r['shown_exact_match']:.1%}  ES {r['shown_edit_similarity']:.3f}  "
-              f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}")
+              f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}  "
+              f"chars {r['shown_chars_mean']:.1f} (reference {r['reference_chars_mean']:.1f})")
     return 0
 
 

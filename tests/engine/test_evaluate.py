@@ -35,9 +35,15 @@ def test_shown_scores_use_the_servers_post_processing():
     (row,) = report["results"]
     assert row["exact_match"] == 0.0 and row["shown_exact_match"] == 1.0
     assert row["edit_similarity"] < 1.0 == row["shown_edit_similarity"]
+    assert (row["shown_chars_mean"], row["reference_chars_mean"]) == (1.0, 1.0)
     # nothing shown (only whitespace) scores as an empty completion
     (row,) = ev.evaluate(Scripted("  "), [task], 32, modes=[("ar", None, "content")], progress=False)["results"]
     assert row["shown_exact_match"] == 0.0 and row["shown_edit_similarity"] == 0.0
+    assert row["shown_chars_mean"] == 0.0
+    # a completion that stops early is shorter than the reference
+    long = ev.Task("single/x.py#1", "single", "x = ", "compute(a, b)", "\n")
+    (row,) = ev.evaluate(Scripted("compute("), [long], 32, modes=[("ar", None, "content")], progress=False)["results"]
+    assert (row["shown_chars_mean"], row["reference_chars_mean"]) == (8.0, 13.0)
 
 
 def test_rows_name_their_decoding():
