@@ -67,8 +67,8 @@ def main(argv=None) -> int:
     # and the few tokens a keystroke re-encodes at the end of a cached context (token healing
     # re-encodes at least two)
     typed = min(TYPED_TOKENS, len(entry.tokens) - 1)
-    with torch.inference_mode():
-        tail = tokens[:, -typed:].clone()
+    with torch.inference_mode():   # a fresh tensor, as the cache makes it (a slice's strides would not match the graph's guards)
+        tail = torch.tensor([entry.tokens[-typed:]], device=span.device)
 
     def prefill(encode, start=0):
         def run():
