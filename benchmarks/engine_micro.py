@@ -70,10 +70,10 @@ def main(argv=None) -> int:
     with torch.inference_mode():   # a fresh tensor, as the cache makes it (a slice's strides would not match the graph's guards)
         tail = torch.tensor([entry.tokens[-typed:]], device=span.device)
 
-    def prefill(encode, start=0):
+    def prefill(encode, ids, start):
         def run():
             with torch.inference_mode():
-                encode(tail if start else tokens, start, scratch)
+                encode(ids, start, scratch)
         return run
 
     rows = [{"what": f"span step (L={L}, +logits), eager", **summary(timed(eager_step, args.repeats))}]
@@ -81,9 +81,10 @@ def main(argv=None) -> int:
     if engine.info["compiled"]:
         encoders.append(("compiled", engine.compiled.prefill))
     for how, encode in encoders:
-        rows.append({"what": f"context prefill ({len(entry.tokens)} tokens), {how}", **summary(timed(prefill(encode), args.repeats))})
+        rows.append({"what": f"context prefill ({len(entry.tokens)} tokens), {how}",
+                     **summary(timed(prefill(encode, tokens, 0), args.repeats))})
         rows.append({"what": f"typed-tail prefill ({typed} tokens after {len(entry.tokens) - typed}), {how}",
-                     **summary(timed(prefill(encode, len(entry.tokens) - typed), args.repeats))})
+                     **summary(timed(prefill(encode, tail, len(entry.tokens) - typed), args.repeats))})
     if engine.info["compiled"]:   # the whole step the engine runs: forward, pick, commit
         step = compiled_step(engine, span, ctx.context_tokens, kv)
         rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(step, args.repeats))})

@@ -112,28 +112,26 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, p
             ms = (time.perf_counter() - t0) * 1e3
             text = result.texts[0]
             shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
-            rows.setdefault((mode, steps, rule, task.kind), []).append(
-                (exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip()), ms, result.steps_run,
-                 exact(shown, task.middle), edit_similarity(shown.rstrip(), task.middle.rstrip()),
-                 len(shown.rstrip()), len(task.middle.rstrip())))
+            # its latency, and its scores, each named as the row's mean it goes into
+            rows.setdefault((mode, steps, rule, task.kind), []).append((ms, {
+                "forward_passes_mean": result.steps_run,
+                "exact_match": exact(text, task.middle),
+                "edit_similarity": edit_similarity(text.rstrip(), task.middle.rstrip()),
+                "shown_exact_match": exact(shown, task.middle),
+                "shown_edit_similarity": edit_similarity(shown.rstrip(), task.middle.rstrip()),
+                # how long what the editor shows is, beside the reference: a model that ends its
+                # completions too early (or runs on) shows here before it shows in EM
+                "shown_chars_mean": len(shown.rstrip()), "reference_chars_mean": len(task.middle.rstrip())}))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
         print(file=sys.stderr)
     results = []
     for (mode, steps, rule, kind), vals in rows.items():
-        lat = [v[2] for v in vals]
+        lat = [ms for ms, _ in vals]
+        means = {key: sum(scores[key] for _, scores in vals) / len(vals) for key in vals[0][1]}
         results.append({"mode": mode, "steps": steps, "rule": rule, "kind": kind, "span_length": span_length, "tasks": len(vals),
-                        "exact_match": sum(v[0] for v in vals) / len(vals),
-                        "edit_similarity": sum(v[1] for v in vals) / len(vals),
-                        "shown_exact_match": sum(v[4] for v in vals) / len(vals),
-                        "shown_edit_similarity": sum(v[5] for v in vals) / len(vals),
-                        "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95),
-                        "forward_passes_mean": sum(v[3] for v in vals) / len(vals),
-                        # how long what the editor shows is, beside the reference: a model that ends
-                        # its completions too early (or runs on) shows here before it shows in EM
-                        "shown_chars_mean": sum(v[6] for v in vals) / len(vals),
-                        "reference_chars_mean": sum(v[7] for v in vals) / len(vals)})
+                        **means, "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95)})
     return {"model": engine.info, "results": results}
 
 
