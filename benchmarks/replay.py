@@ -293,6 +293,10 @@ def show(result: dict) -> None:
     print(f"    server latency    {pct(slat)}   engine {pct(seng)}")
     for name, d in (srv.get("engineStagesMs") or {}).items():
         print(f"      engine {name:<10} {pct(d)}")
+    fallbacks = srv.get("compiledFallbacks")
+    if fallbacks is not None:
+        print(f"    compiled steps    calls that ran eagerly (guards rejected them): "
+              + ", ".join(f"{k} {v}" for k, v in fallbacks.items()))
     print(f"  keystroke lag (ms)  {pct(result['key_lag_ms'])}   (how late the client sent keys; large = busy machine)")
 
 

@@ -24,9 +24,12 @@ once, but was tried and is much slower: Inductor does not write a functionalised
 in place, and copied the whole cache at every layer (step 2.8 -> 7.5 ms). `warm`
 calls each at two context lengths, so Dynamo compiles the specialised graph and then the dynamic
 one, plus the guard cases it splits off (a view that is a whole buffer). Should a request still
-need a recompile, it runs eagerly instead (`eager_on_recompile`): no request waits for a compiler. It runs in a
-background thread while requests use the eager path; `ready` flips when both are compiled. Any
-failure (no C++ compiler, an unsupported op) leaves `ready` false and the engine eager.
+need a recompile, that call runs the step's eager function instead: no request waits for a compiler.
+Such calls are counted per step in `fallbacks` (the server's status reports them) and the first few
+guard failures are logged, so a slow percentile that comes from eager steps shows up as such.
+Warming up runs in a background thread while requests use the eager path; `ready` flips when every
+step is compiled. Any failure (no C++ compiler, an unsupported op) leaves `ready` false and the
+engine eager.
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ log = logging.getLogger(__name__)
 # wins by 2-4x at these shapes (32 or 1 rows); the prefill's row count is dynamic, which the template
 # does not take, so it keeps oneDNN's packed linear.
 FREEZE = {"freezing": True}
+MAX_LOGGED_FALLBACKS = 5     # guard failures logged in full; later ones are only counted
 STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
                # autotuning would print its timing tables to stderr, the server's log
                "autotune_num_choices_displayed": 0, "max_autotune_report_choices_stats": False}
@@ -65,8 +69,9 @@ class CompiledSteps:
         self._token = torch.compile(self._token_step)
         self._prefill = torch.compile(self.model.encode_context, dynamic=True)
         self._left: dict[int, torch.Tensor] = {}
-        self._stance = "default"      # while warming up: compile; afterwards: never
+        self._warming = True          # while warming up: compile; afterwards: never
         self.strict = False           # benchmarks: a call that cannot use a compiled graph raises
+        self.fallbacks = {"denoise": 0, "token": 0, "prefill": 0}   # calls that ran eagerly, per step
 
     # ---- the compiled functions ----------------------------------------------------------------
     def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, steps_left) -> None:
@@ -91,19 +96,32 @@ class CompiledSteps:
         end = context_len + span.shape[1]
         if steps_left not in self._left:
             self._left[steps_left] = torch.tensor(steps_left, device=span.device)
-        with self._no_compiling():
-            self._denoise(span, masked, context_len, _upto(kv, end), bias, first_bias, self._left[steps_left])
+        self._call("denoise", self._denoise, self._denoise_step,
+                   span, masked, context_len, _upto(kv, end), bias, first_bias, self._left[steps_left])
 
     def token_step(self, token, position, kv):
-        with self._no_compiling():
-            return self._token(token, position, _upto(kv, position + 1))
+        return self._call("token", self._token, self._token_step, token, position, _upto(kv, position + 1))
 
     def prefill(self, tokens, start, kv):
-        with self._no_compiling():
-            return self._prefill(tokens, start, _upto(kv, start + tokens.shape[1]))
+        return self._call("prefill", self._prefill, self.model.encode_context,
+                          tokens, start, _upto(kv, start + tokens.shape[1]))
 
-    def _no_compiling(self):
-        return torch.compiler.set_stance("fail_on_recompile" if self.strict else self._stance)
+    def _call(self, name: str, compiled, eager, *args):
+        """The compiled step, or, where its graphs' guards reject the arguments, the eager function
+        (counted; in strict mode the guard failure is raised instead)."""
+        if self._warming:
+            return compiled(*args)
+        try:
+            # raises before the step runs, so nothing was half written
+            with torch.compiler.set_stance("fail_on_recompile"):
+                return compiled(*args)
+        except RuntimeError as err:
+            if self.strict or "fail_on_recompile" not in str(err):
+                raise
+            self.fallbacks[name] += 1
+            if sum(self.fallbacks.values()) <= MAX_LOGGED_FALLBACKS:
+                log.warning("the compiled %s step ran eagerly: %s", name, err)
+        return eager(*args)
 
     @property
     def state(self) -> str:
@@ -146,7 +164,7 @@ class CompiledSteps:
             log.warning("compiling the CPU steps failed, staying eager: %s", self.error)
         else:
             self.compile_seconds = time.perf_counter() - t0
-            self._stance = "eager_on_recompile"
+            self._warming = False
             self.ready = True
             log.info("compiled CPU steps in %.1f s", self.compile_seconds)
         finally:

@@ -95,7 +95,9 @@ class Engine:
                 "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions,
                 "compiled": bool(self.compiled and self.compiled.ready),
                 "compile": self.compiled.state if self.compiled else "off",
-                "compile_seconds": self.compiled.compile_seconds if self.compiled else None}
+                "compile_seconds": self.compiled.compile_seconds if self.compiled else None,
+                # calls a compiled step's guards rejected, which ran eagerly (per step)
+                "compiled_fallbacks": dict(self.compiled.fallbacks) if self.compiled else None}
 
     def _bias(self, banned: list[int]) -> torch.Tensor:
         """[V] float: -inf on the banned ids (the compiled step's form of `banned`)."""

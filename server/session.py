@@ -60,6 +60,7 @@ class Session:
             "params": info.get("params"),
             "compiled": info.get("compiled"),
             "compile": info.get("compile"),        # off | compiling | ready | failed
+            "compiledFallbacks": info.get("compiled_fallbacks"),   # per step: calls that ran eagerly
             **self.stats.snapshot(),
             "engineCache": engine.cache_stats if engine else None,
             "settings": as_client_dict(self.settings),

@@ -47,7 +47,9 @@ async def test_initialize_advertises_inline_completion(client: LanguageClient):
     assert caps.completion_provider is not None                  # completionFallback was on
     kinds = [p.kind for reports in client.progress_reports.values() for p in reports]
     assert kinds[0] == "begin" and kinds[-1] == "end"           # $/progress while the model loaded
-    assert (await status(client)).state == "ready"
+    st = await status(client)
+    assert st.state == "ready"
+    assert st.compile == "off" and st.compiledFallbacks is None  # the tests' servers stay eager
 
 
 async def test_items_replace_an_empty_range_at_the_cursor(client: LanguageClient):

@@ -83,11 +83,21 @@ def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
 def test_a_call_that_would_recompile_runs_eagerly(tiny_dir):
     engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=True, wait=True)
     model, compiled = engine.model, engine.compiled
-    kv = engine.cache._allocate(64)
+    with torch.inference_mode():     # as the engine allocates it (the graphs guard on inference tensors)
+        kv = engine.cache._allocate(64)
     compiles = dict(torch._dynamo.utils.counters["frames"])
     tokens = torch.tensor([[40]], dtype=torch.int32)     # compiled for int64 token ids
+    assert engine.info["compiled_fallbacks"] == {"denoise": 0, "token": 0, "prefill": 0}
     with torch.inference_mode():
         out = compiled.token_step(tokens, 5, kv)
         expected = model.logits(model.encode_context(tokens, 5, engine.cache._allocate(64)))
     assert torch.allclose(out, expected, atol=1e-5)
     assert dict(torch._dynamo.utils.counters["frames"]) == compiles
+    assert engine.info["compiled_fallbacks"] == {"denoise": 0, "token": 1, "prefill": 0}
+    # a call the graphs do take still uses them after a fallback (strict: a fallback would raise)
+    compiled.strict = True
+    with torch.inference_mode():
+        compiled.token_step(tokens.long(), 5, kv)
+        with pytest.raises(RuntimeError, match="fail_on_recompile"):
+            compiled.token_step(tokens, 5, kv)
+    assert engine.info["compiled_fallbacks"]["token"] == 1
