@@ -153,10 +153,12 @@ class CompiledSteps:
                                           torch.zeros(V, device=w.device), 2)
                         position = capacity - 1 if context_len + L == capacity else context_len
                         self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
-                # a whole context from position 0, then a few typed tokens after it; both again
-                # ending at the buffer's end
+                # a whole context from position 0, then a few typed tokens after it, and one typed
+                # token (Dynamo specialises a size of 1: its own graph; a keystroke often adds one);
+                # each again ending at the buffer's end
                 for start, n, capacity in ((0, 90, 256), (0, 140, 384), (90, 3, 256), (140, 7, 384),
-                                           (0, 256, 256), (250, 6, 256)):
+                                           (0, 256, 256), (250, 6, 256), (93, 1, 256), (147, 1, 384),
+                                           (255, 1, 256)):
                     with torch._inductor.config.patch(FREEZE):
                         self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
         except Exception as err:   # noqa: BLE001 - any compiler failure means: stay eager

@@ -53,6 +53,16 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
             else:   # the first AR token comes from the context's last hidden state
                 expected["token"] += b.steps_run - 1
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
+    # one typed token at a time (the requests above heal, re-encoding two or more)
+    with torch.inference_mode():
+        kv, scratch = fast.cache._allocate(300), fast.cache._allocate(300)
+        ids = [40, 41, 42, 43, 44, 45]
+        for start, end in ((0, 3), (3, 4), (4, 5), (5, 6)):
+            new = torch.tensor([ids[start:end]])   # as the cache passes them (a slice's strides differ)
+            hidden, expected_hidden = prefill(new, start, kv), fast.model.encode_context(new, start, scratch)
+            assert torch.allclose(hidden, expected_hidden, atol=1e-5)
+            assert torch.allclose(kv[-1][1][:, :, :end], scratch[-1][1][:, :, :end], atol=1e-5)
+    assert compiled.fallbacks == {"denoise": 0, "token": 0, "prefill": 0}
     assert dict(torch._dynamo.utils.counters["frames"]) == compiles    # no request paid for a (re)compile
     # what it was not compiled for stays on the eager path
     compiled.strict = False
