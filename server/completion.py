@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 SAMPLING_TEMPERATURE = 0.6     # several candidates only differ when sampled
 SAMPLING_TOP_P = 0.95
+SLOW_ENGINE_MS = 500.0          # an engine call slower than this is logged with where its time went
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,13 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         return None
     if result is not None:
         t = result.timings
-        stats.record_engine(result.context_tokens, result.reused_tokens, t.total_ms,
-                            {"window": window_ms, "tokenize": t.tokenize_ms, "prefill": t.context_ms, "decode": t.denoise_ms})
+        stages = {"window": window_ms, "tokenize": t.tokenize_ms, "prefill": t.context_ms, "decode": t.denoise_ms}
+        stats.record_engine(result.context_tokens, result.reused_tokens, t.total_ms, stages)
+        if t.total_ms > SLOW_ENGINE_MS:
+            log.warning("slow engine call: %.0f ms (%s; %d context tokens, %d encoded, %d steps, %d candidates%s)",
+                        t.total_ms, ", ".join(f"{k} {v:.0f}" for k, v in stages.items()), result.context_tokens,
+                        result.encoded_tokens, result.steps_run, query.candidates,
+                        ", cancelled" if result.cancelled else "")
     if result is None or result.cancelled:
         stats.superseded += 1
         return None

@@ -6,6 +6,7 @@ import threading
 import time
 
 from spanfill.engine import CancelledError, CompletionRequest, CompletionResult
+from spanfill.engine.api import Timings
 
 
 class FakeEngine:
@@ -36,6 +37,7 @@ class FakeEngine:
         if self.error is not None:
             raise self.error
         self.running.set()
+        t0 = time.perf_counter()
         try:
             for step in range(self.steps):
                 if req.cancelled is not None and req.cancelled():
@@ -45,4 +47,5 @@ class FakeEngine:
         finally:
             self.running.clear()
         texts = (self.texts * req.n)[:req.n]
-        return CompletionResult(texts, 10, 5, 5, self.steps, [True] * req.n)
+        ms = (time.perf_counter() - t0) * 1e3     # all of it "decoding"
+        return CompletionResult(texts, 10, 5, 5, self.steps, [True] * req.n, timings=Timings(denoise_ms=ms, total_ms=ms))

@@ -171,3 +171,17 @@ async def test_a_request_the_engine_refuses_is_logged_and_answered_empty(make_se
     session, engine = make_session(error=ValueError("span_length=300 is out of range; use 1..256"))
     assert await suggest(session, query()) is None
     assert session.stats.errors == 1 and "span_length=300" in caplog.text
+
+
+async def test_a_slow_engine_call_is_logged_with_its_stages(make_session, monkeypatch, caplog):
+    monkeypatch.setattr("spanfill.server.completion.SLOW_ENGINE_MS", 30.0)
+    session, engine = make_session(steps=4, step_s=0.01)
+    with caplog.at_level("WARNING", logger="spanfill.server.completion"):
+        await suggest(session, query())
+    slow = [r.getMessage() for r in caplog.records if "slow engine call" in r.getMessage()]
+    assert len(slow) == 1 and "decode 4" in slow[0] and "10 context tokens, 5 encoded, 4 steps" in slow[0]
+    monkeypatch.setattr("spanfill.server.completion.SLOW_ENGINE_MS", 1e6)
+    caplog.clear()
+    await suggest(session, query(types.Position(4, 0)))
+    assert len(engine.calls) == 2
+    assert not [r for r in caplog.records if "slow engine call" in r.getMessage()]
