@@ -2,7 +2,8 @@
 at a time, and measure what an editor sees.
 
     python benchmarks/replay.py [--model DIR] [--data data/] [--files 3] [--interval-ms 60]
-                                [--max-keys 800] [--seed 0]
+                                [--max-keys 800] [--seed 0] [--threads N] [--background-load K]
+                                [--name replay]
 
 A seeded pick of held-out Python files, and in each a few function bodies of 3-8 lines: each body
 is cut out, the rest of the file is opened (didOpen), and the body is typed back at `--interval-ms`
@@ -17,7 +18,11 @@ characters typed since: what the server's cache returns); how many suggestions b
 next keystroke (where typing through can answer next); and the server's own view from
 `spanfill/status` (cache hit rate, context-token reuse, superseded/cancelled, latency percentiles).
 Answered latencies include the server's debounce (`debounceMs`, 40 ms by default) for engine
-answers, since an editor waits for it too. Writes results/replay.json and results/replay.png.
+answers, since an editor waits for it too. Writes results/<name>.json and results/<name>.png.
+
+`--threads N` sets the server's `threads` (default: its own, one fewer than the cores);
+`--background-load K` keeps K other processes busy on the CPU while typing (a build, a test run),
+which shows what a busy machine does to the slow tail.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ import itertools
 import random
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -207,7 +213,28 @@ def parse_args(argv):
     ap.add_argument("--interval-ms", type=float, default=60.0, help="time between keystrokes (default: 60)")
     ap.add_argument("--max-keys", type=int, default=800, help="keystrokes in the whole run (default: 800)")
     ap.add_argument("--seed", type=int, default=0, help="which files and bodies (default: 0)")
+    ap.add_argument("--threads", type=int, help="the server's CPU threads (default: the server's choice)")
+    ap.add_argument("--background-load", type=int, default=0, metavar="K",
+                    help="other processes kept busy on the CPU while typing (default: 0)")
+    ap.add_argument("--name", default="replay", help="results file name, without extension (default: replay)")
     return ap.parse_args(argv)
+
+
+class BusyProcesses:
+    """K processes spinning on the CPU (as a build or a test run would) while the context is open."""
+
+    def __init__(self, count: int):
+        self.count = count
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> "BusyProcesses":
+        self.procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(self.count)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for p in self.procs:
+            p.kill()
+            p.wait()
 
 
 def ms_summary(values: list[float]) -> dict:
@@ -239,9 +266,10 @@ def report(run: Replay, server: dict, args, seconds: float) -> dict:
     return {
         "command": "python benchmarks/replay.py " + " ".join(args.argv),
         "model": server.get("model") or args.model, "device": server.get("device"), "dtype": server.get("dtype"),
-        "params": server.get("params"), "compiled": server.get("compiled"),
+        "params": server.get("params"), "compiled": server.get("compiled"), "threads": server.get("threads"),
         "config": {"files": args.files, "regions_per_file": REGIONS_PER_FILE, "interval_ms": args.interval_ms,
-                   "max_keys": args.max_keys, "seed": args.seed, "data": str(args.data)},
+                   "max_keys": args.max_keys, "seed": args.seed, "data": str(args.data),
+                   "threads": args.threads, "background_load": args.background_load},
         "regions": run.regions,
         "requests": {"sent": len(sent), "answered": len(answered), "cancelled": len(cancelled),
                      "failed": len(failed), "answered_empty": sum(r.text == "" for r in answered),
@@ -274,7 +302,8 @@ def show(result: dict) -> None:
 
     print(f"\nspanfill replay: {len(result['regions'])} bodies in {result['config']['files']} held-out files, "
           f"{req['sent']} keystrokes at {result['config']['interval_ms']:g} ms; model {result['model']} on "
-          f"{result['device']} ({result['dtype']}), {result['seconds']} s")
+          f"{result['device']} ({result['dtype']}, {result['threads']} threads), {result['seconds']} s"
+          + (f", {result['config']['background_load']} busy processes beside it" if result['config']['background_load'] else ""))
     print(f"  requests            sent {req['sent']}   answered {share(req['answered'], req['sent'])}   "
           f"cancelled by the next key {req['cancelled']} ({req['cancelled_but_answered']} answered first)   "
           f"failed {req['failed']}   empty answers {req['answered_empty']}")
@@ -333,7 +362,10 @@ def plot(result: dict, path: Path) -> None:
 async def replay(args, chosen) -> tuple[Replay, dict] | None:
     client = make_client("spanfill-replay")
     log_file = Path(tempfile.gettempdir()) / "spanfill-replay.log"
-    st = await start(client, log_file, model=args.model, device=args.device)
+    settings = {"model": args.model, "device": args.device}
+    if args.threads is not None:
+        settings["threads"] = args.threads
+    st = await start(client, log_file, **settings)
     try:
         if st.state != "ready":
             print(f"the model did not load: {st.error}\n(pass --model DIR; server log: {log_file})")
@@ -343,12 +375,13 @@ async def replay(args, chosen) -> tuple[Replay, dict] | None:
             print(f"the server's compiled CPU steps are not in use ({st.compile}); measuring eager (log: {log_file})")
         run = Replay()
         regions = [(path, text, r) for path, text, rs in chosen for r in rs]
-        for i, (path, text, region) in enumerate(regions):
-            budget = (args.max_keys - len(run.requests)) // (len(regions) - i)
-            if budget > 0:
-                uri = f"file:///spanfill-replay/{i}/{path}"
-                await type_region(client, run, uri, text, region, budget, args.interval_ms / 1e3)
-                await asyncio.sleep(PAUSE_S)
+        with BusyProcesses(args.background_load):
+            for i, (path, text, region) in enumerate(regions):
+                budget = (args.max_keys - len(run.requests)) // (len(regions) - i)
+                if budget > 0:
+                    uri = f"file:///spanfill-replay/{i}/{path}"
+                    await type_region(client, run, uri, text, region, budget, args.interval_ms / 1e3)
+                    await asyncio.sleep(PAUSE_S)
         return run, as_dict(await status(client))
     finally:
         await stop(client)
@@ -373,9 +406,9 @@ def main(argv=None) -> int:
         return 1
     result = report(*done, args, time.perf_counter() - t0)
     show(result)
-    path = write("replay", result)
+    path = write(args.name, result)
     if result["latency_samples_ms"]:
-        plot(result, common.RESULTS / "replay.png")
+        plot(result, common.RESULTS / f"{args.name}.png")
     print(f"wrote {path}")
     return 0
 

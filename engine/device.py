@@ -11,6 +11,8 @@ import logging
 import torch
 
 log = logging.getLogger(__name__)
+# torch's own choice of intra-op threads (the physical cores), read before anything changes it
+TORCH_DEFAULT_THREADS = torch.get_num_threads()
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,3 +59,11 @@ def pick_dtype(device: torch.device, name: str = "auto") -> torch.dtype:
 def autocast_dtype(device: torch.device) -> torch.dtype | None:
     dtype = pick_dtype(device)
     return None if dtype == torch.float32 else dtype
+
+
+def set_threads(threads: int) -> None:
+    """Use `threads` intra-op threads from now on, process-wide (torch's setting is global). Steps
+    compiled afterwards bake this count into their loops, so set it before compiling."""
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    torch.set_num_threads(threads)

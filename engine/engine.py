@@ -21,7 +21,7 @@ from .compiled import CompiledSteps
 from .context_cache import ContextCache
 from .cuda_step import StaticSpanDenoiser
 from .denoise import DenoiseConfig, ar_decode, denoise
-from .device import pick_device, pick_dtype
+from .device import pick_device, pick_dtype, set_threads
 from .healing import Healer, Healing
 from .model import SpanfillModel
 from .prompt import Budget, context_ids
@@ -62,11 +62,21 @@ class Engine:
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
-             warmup: bool = True, compile: bool | None = None, wait: bool = False) -> "Engine":
+             warmup: bool = True, compile: bool | None = None, wait: bool = False,
+             threads: int | None = None) -> "Engine":
         """compile: compile the CPU steps in the background (compiled.py); None = on for CPU unless
-        the environment sets SPANFILL_COMPILE=0. wait: return only once they are compiled (or failed)."""
-        dev = pick_device(device)
-        model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
+        the environment sets SPANFILL_COMPILE=0. wait: return only once they are compiled (or failed).
+        threads: intra-op CPU threads, set process-wide before anything is compiled; None = leave
+        torch's setting as it is."""
+        before = torch.get_num_threads()
+        if threads is not None:
+            set_threads(threads)
+        try:
+            dev = pick_device(device)
+            model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
+        except Exception:
+            set_threads(before)     # the engine still serving keeps its threads
+            raise
         engine = cls(model, tok, name=str(Path(path) if path else DEFAULT_MODEL_DIR))
         if warmup:
             engine.warmup()
@@ -93,6 +103,7 @@ class Engine:
         return {"model": self.name, "device": str(w.device), "dtype": str(w.dtype).replace("torch.", ""),
                 "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
                 "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions,
+                "threads": torch.get_num_threads(),
                 "compiled": bool(self.compiled and self.compiled.ready),
                 "compile": self.compiled.state if self.compiled else "off",
                 "compile_seconds": self.compiled.compile_seconds if self.compiled else None,

@@ -100,7 +100,8 @@ class SpanfillServer(LanguageServer):
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
                 title="spanfill", message=f"loading {name} on {settings.device}"))
         try:
-            engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype)
+            engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype,
+                                                       settings.engine_threads)
             self._loaded = settings
             done = "model ready: {model} ({device}, {dtype}, {params:,} parameters)".format(**engine.info)
             log.info("%s", done)
@@ -111,7 +112,7 @@ class SpanfillServer(LanguageServer):
             if self._loaded is not None:   # keep serving with the model we have, and say so in the settings
                 old = self._loaded
                 self.session.settings = dataclasses.replace(self.session.settings, model=old.model,
-                                                            device=old.device, dtype=old.dtype)
+                                                            device=old.device, dtype=old.dtype, threads=old.threads)
         if token:
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
 

@@ -42,10 +42,11 @@ class Scheduler:
         self.error: str | None = None     # why the last load failed
 
     # -- the model -------------------------------------------------------------------------
-    async def load(self, path: str | None, device: str, dtype: str) -> Engine:
-        """Load a model on the worker. On failure the previous engine (if any) stays in service."""
+    async def load(self, path: str | None, device: str, dtype: str, threads: int | None = None) -> Engine:
+        """Load a model on the worker (with `threads` CPU threads, process-wide; None = torch's
+        setting). On failure the previous engine (if any) stays in service."""
         loading = asyncio.get_running_loop().run_in_executor(
-            self._worker, partial(Engine.load, path, device=device, dtype=dtype))
+            self._worker, partial(Engine.load, path, device=device, dtype=dtype, threads=threads))
         self._loading, self.state = loading, "loading"
         try:
             engine = await loading

@@ -57,6 +57,7 @@ class Session:
             "model": info.get("model"),
             "device": info.get("device"),
             "dtype": info.get("dtype"),
+            "threads": info.get("threads"),
             "params": info.get("params"),
             "compiled": info.get("compiled"),
             "compile": info.get("compile"),        # off | compiling | ready | failed

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..engine.api import RULES
+from ..engine.device import TORCH_DEFAULT_THREADS
 
 SECTION = "spanfill"
 DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
@@ -24,6 +25,7 @@ class Settings:
     model: str | None = None                 # checkpoint directory; None = the shipped model
     device: str = "auto"
     dtype: str = "auto"
+    threads: int | None = None               # CPU threads for the engine; None = one fewer than the cores
     span_length: int | None = None           # tokens per denoised span; None = the model's default
     steps: int | None = None                 # denoising steps per span; None = the model's default
     rule: str = "content"                    # commit rule (engine/denoise.py): content, fixed or threshold
@@ -39,9 +41,18 @@ class Settings:
         return bool(self.enable.get(language_id, self.enable.get("*", True)))
 
     @property
-    def engine_key(self) -> tuple[str | None, str, str]:
-        """The settings that need the model reloaded when they change."""
-        return self.model, self.device, self.dtype
+    def engine_key(self) -> tuple[str | None, str, str, int | None]:
+        """The settings that need the model reloaded when they change (compiled steps bake in the
+        thread count)."""
+        return self.model, self.device, self.dtype, self.threads
+
+    @property
+    def engine_threads(self) -> int:
+        """`threads`, or by default one core fewer than torch would use (at least one): the editor
+        and the rest of the machine keep a core. With every core in its thread pool, the engine's
+        parallel loops wait at each barrier for a thread that another busy process has pushed off
+        its core (benchmarks/replay.py --background-load shows what that does to the slow tail)."""
+        return self.threads if self.threads is not None else max(1, TORCH_DEFAULT_THREADS - 1)
 
 
 def _int_in(lo: int, hi: int, optional: bool = False) -> Callable[[Any], Any]:
@@ -100,6 +111,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "model": _model,
     "device": _device,
     "dtype": _one_of(DTYPES),
+    "threads": _int_in(1, 256, optional=True),
     "span_length": _int_in(4, 256, optional=True),
     "steps": _int_in(1, 128, optional=True),
     "rule": _one_of(RULES),

@@ -61,9 +61,11 @@ def test_a_short_replay_adds_up(tiny_model, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     assert replay.main(["--model", str(tiny_model), "--device", "cpu", "--data", str(data), "--files", "1",
-                        "--max-keys", "20", "--interval-ms", "30"]) == 0
-    result = json.loads((tmp_path / "results" / "replay.json").read_text())
-    assert (tmp_path / "results" / "replay.png").stat().st_size > 0
+                        "--max-keys", "20", "--interval-ms", "30", "--threads", "1", "--background-load", "1",
+                        "--name", "busy"]) == 0
+    result = json.loads((tmp_path / "results" / "busy.json").read_text())
+    assert (tmp_path / "results" / "busy.png").stat().st_size > 0
+    assert result["threads"] == 1 and result["config"]["background_load"] == 1
     req = result["requests"]
     assert req["sent"] == 20 == sum(r["keys"] for r in result["regions"]) and len(result["regions"]) == 3
     assert req["answered"] + req["cancelled"] == req["sent"] and req["failed"] == 0
@@ -81,3 +83,9 @@ def test_a_short_replay_adds_up(tiny_model, tmp_path, monkeypatch, capsys):
     assert all(d["count"] == server["engineCalls"] for d in stages.values())
     assert stages["decode"]["p50"] > 0
     assert "round trip (ms)" in capsys.readouterr().out
+
+
+def test_busy_processes_spin_while_open_and_are_gone_after():
+    with replay.BusyProcesses(2) as busy:
+        assert len(busy.procs) == 2 and all(p.poll() is None for p in busy.procs)
+    assert all(p.returncode is not None for p in busy.procs)

@@ -11,6 +11,8 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
+from spanfill.engine.device import TORCH_DEFAULT_THREADS
+
 from lsp_helpers import CONFIG, first_suggestion, inline, inline_params, insert, open_doc, start, status, utf16_len
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -50,6 +52,7 @@ async def test_initialize_advertises_inline_completion(client: LanguageClient):
     st = await status(client)
     assert st.state == "ready"
     assert st.compile == "off" and st.compiledFallbacks is None  # the tests' servers stay eager
+    assert st.threads == max(1, TORCH_DEFAULT_THREADS - 1)        # one core left to the editor
 
 
 async def test_items_replace_an_empty_range_at_the_cursor(client: LanguageClient):

@@ -146,3 +146,19 @@ def test_invalid_requests_get_clear_errors(engine, bad):
 def test_huge_document_is_windowed(engine):
     result = engine.complete(CompletionRequest(prefix="x = 1\n" * 200_000 + "y = ", suffix="\n" + "z = 2\n" * 100_000))
     assert result.context_tokens <= engine.model.cfg.max_context_tokens + 8
+
+
+def test_threads_are_set_for_the_engine_and_kept_when_a_load_fails(tiny_dir, tmp_path):
+    from spanfill.engine import Engine
+    from spanfill.engine.checkpoint import CheckpointError
+    before = torch.get_num_threads()
+    try:
+        engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False, threads=1)
+        assert torch.get_num_threads() == 1 and engine.info["threads"] == 1
+        with pytest.raises(CheckpointError):
+            Engine.load(tmp_path / "missing", device="cpu", compile=False, threads=2)
+        assert torch.get_num_threads() == 1        # the engine that loaded keeps its threads
+        with pytest.raises(ValueError, match="at least 1"):
+            Engine.load(tiny_dir, device="cpu", compile=False, threads=0)
+    finally:
+        torch.set_num_threads(before)

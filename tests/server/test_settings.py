@@ -1,6 +1,7 @@
 """Settings: defaults, camelCase/snake_case keys, the "spanfill" section, invalid values ignored."""
 import dataclasses
 
+from spanfill.engine.device import TORCH_DEFAULT_THREADS
 from spanfill.server.settings import VALIDATORS, Settings, apply_settings, as_client_dict
 
 
@@ -41,10 +42,20 @@ def test_enable_per_language():
     assert Settings().enabled_for("anything")
 
 
-def test_engine_key_changes_only_with_model_device_dtype():
+def test_engine_key_changes_only_with_model_device_dtype_threads():
     base = Settings()
     assert dataclasses.replace(base, steps=2).engine_key == base.engine_key
     assert dataclasses.replace(base, device="cpu").engine_key != base.engine_key
+    assert dataclasses.replace(base, threads=3).engine_key != base.engine_key
+
+
+def test_threads_default_to_one_core_fewer_and_are_validated():
+    assert Settings().engine_threads == max(1, TORCH_DEFAULT_THREADS - 1)
+    new, problems = apply_settings(Settings(), {"threads": 3})
+    assert problems == [] and new.engine_threads == 3
+    kept, problems = apply_settings(new, {"threads": 0})
+    assert kept.threads == 3 and len(problems) == 1 and "threads=0" in problems[0]
+    assert apply_settings(new, {"threads": None})[0].threads is None
 
 
 def test_client_dict_is_camel_case():

@@ -26,6 +26,7 @@ export interface ServerSettings {
   model: string | null;
   device: string;
   dtype: string;
+  threads: number | null;
   spanLength: number | null;
   steps: number | null;
   debounceMs: number;
@@ -49,7 +50,7 @@ export function languages(get: Getter): string[] {
   return ids.length > 0 ? ids : DEFAULT_LANGUAGES;
 }
 
-/** Positive integer, or null for "use the model's default" (empty or 0 in the UI). */
+/** Positive integer, or null for "use the server's or model's default" (empty or 0 in the UI). */
 function optionalCount(value: number | null | undefined): number | null {
   return typeof value === "number" && Number.isInteger(value) && value > 0 ? value : null;
 }
@@ -64,6 +65,7 @@ export function serverSettings(get: Getter): ServerSettings {
     model: get<string>("modelPath", "").trim() || null,
     device: get<string>("device", "auto"),
     dtype: get<string>("dtype", "auto"),
+    threads: optionalCount(get<number | null>("threads", null)),
     spanLength: optionalCount(get<number | null>("spanLength", null)),
     steps: optionalCount(get<number | null>("steps", null)),
     debounceMs: Math.max(0, get<number>("debounceMs", 0)),

@@ -14,6 +14,7 @@ test("defaults start `spanfill serve` for Python with the server's defaults", ()
     model: null,
     device: "auto",
     dtype: "auto",
+    threads: null,
     spanLength: null,
     steps: null,
     debounceMs: 0,
@@ -23,12 +24,13 @@ test("defaults start `spanfill serve` for Python with the server's defaults", ()
 
 test("explicit settings reach the server under its names", () => {
   const settings = serverSettings(
-    getter({ modelPath: " /m ", device: "cuda:1", spanLength: 24, steps: 4, debounceMs: 10, languages: ["rust", "go"] }),
+    getter({ modelPath: " /m ", device: "cuda:1", threads: 3, spanLength: 24, steps: 4, debounceMs: 10, languages: ["rust", "go"] }),
   );
   assert.deepEqual(settings, {
     model: "/m",
     device: "cuda:1",
     dtype: "auto",
+    threads: 3,
     spanLength: 24,
     steps: 4,
     debounceMs: 10,
@@ -37,8 +39,9 @@ test("explicit settings reach the server under its names", () => {
 });
 
 test("cleared counts are sent as null so the server goes back to the model's default", () => {
-  const settings = serverSettings(getter({ spanLength: 0, steps: null }));
+  const settings = serverSettings(getter({ spanLength: 0, steps: null, threads: 0 }));
   assert.equal(settings.spanLength, null);
+  assert.equal(settings.threads, null);
   assert.equal(settings.steps, null);
   assert.deepEqual(languages(getter({ languages: [""] })), ["python"]);
 });
