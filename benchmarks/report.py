@@ -3,7 +3,7 @@
     python benchmarks/report.py            # prints Markdown; benchmarks/cpu.sh runs it last
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json and
-replay.json; a missing file leaves its table out. Nothing here measures anything: every number is
+replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table out. Nothing here measures anything: every number is
 copied from a result file, with the command that wrote it.
 """
 from __future__ import annotations
@@ -127,7 +127,8 @@ def replay_section(r: dict) -> list[str]:
             rows.append([f"from the {name}", src[name]["count"], ms(src[name]["p50"]), ms(src[name]["p95"]), ms(src[name]["p99"])])
     reuse = server.get("contextReuseRate")
     compiled = {True: "compiled CPU steps", False: "eager", None: "eager"}[r.get("compiled")]
-    return [f"**End to end** (`{r['command']}`, server with {compiled}): held-out function bodies typed key by key through `spanfill serve` "
+    threads = f", {r['threads']} thread{'s' if r['threads'] != 1 else ''}" if r.get("threads") else ""
+    return [f"**End to end** (`{r['command']}`, server with {compiled}{threads}): held-out function bodies typed key by key through `spanfill serve` "
             f"over stdio, one key every {r['config']['interval_ms']:.0f} ms, automatic requests with `$/cancelRequest` "
             "of the outstanding one; round trip as the client sees it:", "",
             table(["requests", "count", "p50 ms", "p95 ms", "p99 ms"], rows), "",
@@ -136,6 +137,26 @@ def replay_section(r: dict) -> list[str]:
             + (f"context-token reuse {pct(reuse)}; " if reuse is not None else "")
             + f"superseded in the server: {server.get('superseded', 'n/a')}."
             + stages_sentence(server)]
+
+
+REPLAY_VARIANTS = ("replay", "replay_threads2", "replay_busy", "replay_busy_threads2")
+
+
+def threads_section(runs: dict[str, dict]) -> list[str]:
+    """The replay with the server's CPU threads and the machine's other load varied."""
+    def at(d: dict, q: str) -> str:
+        return ms(d[q]) if q in d else "–"
+
+    rows = []
+    for r in runs.values():
+        eng, srv = r["latency_ms_by_source"]["engine"], r["server"].get("engineMs") or {}
+        req = r["requests"]
+        rows.append([r.get("threads"), r["config"].get("background_load", 0), f"{req['answered']} / {req['sent']}",
+                     req["cancelled"], at(eng, "p50"), at(eng, "p95"), at(eng, "p99"), at(srv, "p99")])
+    return ["**Server threads on a busy machine** (the replay above with `--threads N` and `--background-load K`: K "
+            "other processes spinning on the CPU while typing; one run each):", "",
+            table(["server threads", "busy processes", "answered / sent", "cancelled", "engine-answered p50 ms",
+                   "p95 ms", "p99 ms", "engine call p99 ms (server)"], rows)]
 
 
 def stages_sentence(server: dict) -> str:
@@ -155,6 +176,9 @@ def main() -> int:
         report = load(name)
         if report is not None:
             sections.append("\n".join(render(report)))
+    variants = {name: r for name in REPLAY_VARIANTS if (r := load(name)) is not None}
+    if len(variants) > 1:
+        sections.append("\n".join(threads_section(variants)))
     print("\n\n".join(sections))
     return 0
 
