@@ -4,7 +4,7 @@
 #
 #   DATA=/path/to/data bash benchmarks/cpu.sh     # DATA: `spanfill data` output (default: data/)
 #
-# Takes ~20 minutes on a 2-core machine. Run it on an otherwise idle machine: the benchmarks time
+# Takes ~30 minutes on a 2-core machine. Run it on an otherwise idle machine: the benchmarks time
 # each other's neighbours, so a training run or test suite beside them makes every figure meaningless.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +19,8 @@ $PY benchmarks/engine_micro.py --model "${MODEL:-DEFAULT}"
 $PY benchmarks/engine_sweep.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/limit.py "${MODEL_ARGS[@]}"
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}"
+# the server's threads and the machine's other load varied (the README's threads table)
+$PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --name replay_threads2
+$PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --background-load 2 --name replay_busy
+$PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --background-load 2 --name replay_busy_threads2
 $PY benchmarks/report.py
