@@ -24,6 +24,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     parser.add_argument("--model", help="model directory (default: the shipped model)")
     parser.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps (default: auto)")
+    parser.add_argument("--threads", type=int, help="CPU threads for the model (default: one fewer than the cores)")
     parser.add_argument("--log-file", help="write logs here instead of stderr")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
@@ -55,7 +56,7 @@ def protocol_stdout():
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    cli = {k: v for k, v in (("model", args.model), ("device", args.device)) if v is not None}
+    cli = {k: v for k, v in (("model", args.model), ("device", args.device), ("threads", args.threads)) if v is not None}
     settings, problems = apply_settings(Settings(), cli)
     if problems:
         sys.stderr.write("\n".join(problems) + "\n")

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..engine.api import RULES
-from ..engine.device import TORCH_DEFAULT_THREADS
 
 SECTION = "spanfill"
 DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
@@ -52,6 +51,7 @@ class Settings:
         and the rest of the machine keep a core. With every core in its thread pool, the engine's
         parallel loops wait at each barrier for a thread that another busy process has pushed off
         its core (benchmarks/replay.py --background-load shows what that does to the slow tail)."""
+        from ..engine.device import TORCH_DEFAULT_THREADS   # imports torch: not when only parsing settings
         return self.threads if self.threads is not None else max(1, TORCH_DEFAULT_THREADS - 1)
 
 

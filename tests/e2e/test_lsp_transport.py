@@ -54,3 +54,6 @@ def test_invalid_cli_setting_is_reported():
     proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--device", "tpu"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "device='tpu'" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--threads", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "threads=0" in proc.stderr
