@@ -17,8 +17,8 @@ from the typing-through cache (the answer is exactly the rest of the previous su
 characters typed since: what the server's cache returns); how many suggestions began with the very
 next keystroke (where typing through can answer next); and the server's own view from
 `spanfill/status` (cache hit rate, context-token reuse, superseded/cancelled, latency percentiles).
-Answered latencies include the server's debounce (`debounceMs`, 40 ms by default) for engine
-answers, since an editor waits for it too. Writes results/<name>.json and results/<name>.png.
+Engine answers' latencies would include the server's debounce (`debounceMs`), since an editor
+waits for it too; it is 0 by default (editors debounce before they ask), and the replay keeps it. Writes results/<name>.json and results/<name>.png.
 
 `--threads N` sets the server's `threads` (default: its own, one fewer than the cores);
 `--background-load K` keeps K other processes busy on the CPU while typing (a build, a test run),
