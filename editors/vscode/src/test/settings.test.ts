@@ -2,7 +2,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 
-import { Getter, languages, serverLaunch, serverSettings, statusText } from "../settings";
+import { Getter, languages, serverLaunch, serverSettings, statusText, statusTooltip } from "../settings";
 
 function getter(values: Record<string, unknown>): Getter {
   return <T>(key: string, fallback: T) => (key in values ? (values[key] as T) : fallback);
@@ -60,4 +60,10 @@ test("status text shows model name, device and the last latency", () => {
   assert.equal(statusText({ state: "ready", model: "m", device: "cuda:0" }, 12), "$(sparkle) m · cuda:0 · 12 ms");
   assert.equal(statusText({ state: "loading" }, undefined), "$(loading~spin) spanfill: loading model");
   assert.equal(statusText({ state: "failed", error: "no such file" }, undefined), "$(error) spanfill: no model");
+});
+
+test("the tooltip names the device, dtype and CPU threads", () => {
+  assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "bfloat16", threads: 1 }), /device: cpu \(bfloat16, 1 CPU thread\)/);
+  assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "float32", threads: 3 }), /\(float32, 3 CPU threads\)/);
+  assert.match(statusTooltip({ state: "ready", device: "cuda:0", dtype: "bfloat16" }), /device: cuda:0 \(bfloat16\)/);
 });
