@@ -302,7 +302,7 @@ def show(result: dict) -> None:
 
     print(f"\nspanfill replay: {len(result['regions'])} bodies in {result['config']['files']} held-out files, "
           f"{req['sent']} keystrokes at {result['config']['interval_ms']:g} ms; model {result['model']} on "
-          f"{result['device']} ({result['dtype']}, {result['threads']} threads), {result['seconds']} s"
+          f"{result['device']} ({result['dtype']}, {result['threads']} thread{'' if result['threads'] == 1 else 's'}), {result['seconds']} s"
           + (f", {result['config']['background_load']} busy processes beside it" if result['config']['background_load'] else ""))
     print(f"  requests            sent {req['sent']}   answered {share(req['answered'], req['sent'])}   "
           f"cancelled by the next key {req['cancelled']} ({req['cancelled_but_answered']} answered first)   "

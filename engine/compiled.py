@@ -53,7 +53,11 @@ FREEZE = {"freezing": True}
 MAX_LOGGED_FALLBACKS = 5     # guard failures logged in full; later ones are only counted
 STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
                # autotuning would print its timing tables to stderr, the server's log
-               "autotune_num_choices_displayed": 0, "max_autotune_report_choices_stats": False}
+               "autotune_num_choices_displayed": 0, "max_autotune_report_choices_stats": False,
+               # Inductor keeps autotune timings on disk and later compiles reuse them: with timings
+               # taken while the machine was busy, a benchmark's span step took 2.59 ms, and 2.20 ms
+               # once they were removed; so each compile times its own choices
+               "autotune_local_cache": False}
 
 
 class CompiledSteps:

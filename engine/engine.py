@@ -45,6 +45,9 @@ class Engine:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        # intra-op threads as the loading thread (the one that runs requests) sees them: torch keeps
+        # the count per thread once a thread has used it, so another thread may report its own
+        self.threads = torch.get_num_threads()
         self.cache = ContextCache(model, cache_entries)
         self.healer = Healer(tokenizer, model.embed.weight.device)
         sp = tokenizer.special   # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
@@ -103,7 +106,7 @@ class Engine:
         return {"model": self.name, "device": str(w.device), "dtype": str(w.dtype).replace("torch.", ""),
                 "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
                 "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions,
-                "threads": torch.get_num_threads(),
+                "threads": self.threads,
                 "compiled": bool(self.compiled and self.compiled.ready),
                 "compile": self.compiled.state if self.compiled else "off",
                 "compile_seconds": self.compiled.compile_seconds if self.compiled else None,
