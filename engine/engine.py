@@ -45,8 +45,9 @@ class Engine:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
-        # intra-op threads as the loading thread (the one that runs requests) sees them: torch keeps
-        # the count per thread once a thread has used it, so another thread may report its own
+        # intra-op threads as the loading thread (the one that runs requests) sees them, read now: in
+        # the server, torch.get_num_threads() on the status handler's thread returned 2 while the
+        # worker had set 1 (torch's count can be per thread once a thread has initialised it)
         self.threads = torch.get_num_threads()
         self.cache = ContextCache(model, cache_entries)
         self.healer = Healer(tokenizer, model.embed.weight.device)
