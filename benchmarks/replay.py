@@ -18,7 +18,8 @@ characters typed since: what the server's cache returns); how many suggestions b
 next keystroke (where typing through can answer next); and the server's own view from
 `spanfill/status` (cache hit rate, context-token reuse, superseded/cancelled, latency percentiles).
 Engine answers' latencies would include the server's debounce (`debounceMs`), since an editor
-waits for it too; it is 0 by default (editors debounce before they ask), and the replay keeps it. Writes results/<name>.json and results/<name>.png.
+waits for it too; it is 0 by default (editors debounce before they ask), and the replay keeps it.
+Writes results/<name>.json and results/<name>.png.
 
 `--threads N` sets the server's `threads` (default: its own, one fewer than the cores);
 `--background-load K` keeps K other processes busy on the CPU while typing (a build, a test run),
@@ -302,8 +303,8 @@ def show(result: dict) -> None:
 
     print(f"\nspanfill replay: {len(result['regions'])} bodies in {result['config']['files']} held-out files, "
           f"{req['sent']} keystrokes at {result['config']['interval_ms']:g} ms; model {result['model']} on "
-          f"{result['device']} ({result['dtype']}, {result['threads']} thread{'' if result['threads'] == 1 else 's'}), {result['seconds']} s"
-          + (f", {result['config']['background_load']} busy processes beside it" if result['config']['background_load'] else ""))
+          f"{result['device']} ({result['dtype']}, {result['threads']} thread{'' if result['threads'] == 1 else 's'}), "
+          f"{result['seconds']} s" + (f", {busy} busy processes beside it" if (busy := result['config']['background_load']) else ""))
     print(f"  requests            sent {req['sent']}   answered {share(req['answered'], req['sent'])}   "
           f"cancelled by the next key {req['cancelled']} ({req['cancelled_but_answered']} answered first)   "
           f"failed {req['failed']}   empty answers {req['answered_empty']}")

@@ -3,8 +3,9 @@
     python benchmarks/report.py            # prints Markdown; benchmarks/cpu.sh runs it last
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json and
-replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table out. Nothing here measures anything: every number is
-copied from a result file, with the command that wrote it.
+replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table
+out. Nothing here measures anything: every number is copied from a result file, with the command
+that wrote it.
 """
 from __future__ import annotations
 

@@ -70,17 +70,13 @@ class Engine:
              threads: int | None = None) -> "Engine":
         """compile: compile the CPU steps in the background (compiled.py); None = on for CPU unless
         the environment sets SPANFILL_COMPILE=0. wait: return only once they are compiled (or failed).
-        threads: intra-op CPU threads, set process-wide before anything is compiled; None = leave
+        threads: intra-op CPU threads, set process-wide once the model has loaded (so a failed load
+        leaves the engine still serving its threads) and before anything is compiled; None = leave
         torch's setting as it is."""
-        before = torch.get_num_threads()
+        dev = pick_device(device)
+        model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
         if threads is not None:
             set_threads(threads)
-        try:
-            dev = pick_device(device)
-            model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
-        except Exception:
-            set_threads(before)     # the engine still serving keeps its threads
-            raise
         engine = cls(model, tok, name=str(Path(path) if path else DEFAULT_MODEL_DIR))
         if warmup:
             engine.warmup()

@@ -48,9 +48,9 @@ class Settings:
     @property
     def engine_threads(self) -> int:
         """`threads`, or by default one core fewer than torch would use (at least one): the editor
-        and the rest of the machine keep a core. With every core in its thread pool, the engine's
-        parallel loops wait at each barrier for a thread that another busy process has pushed off
-        its core (benchmarks/replay.py --background-load shows what that does to the slow tail)."""
+        and the rest of the machine keep a core. With every core in its pool, a busy machine made the
+        engine's calls far slower at the tail (presumably its parallel loops waiting at barriers for
+        a thread another process pushed off its core; benchmarks/replay.py --background-load)."""
         from ..engine.device import TORCH_DEFAULT_THREADS   # imports torch: not when only parsing settings
         return self.threads if self.threads is not None else max(1, TORCH_DEFAULT_THREADS - 1)
 
