@@ -116,7 +116,21 @@ def limit_section(r: dict) -> list[str]:
             f"takes {ms(r['step']['median_ms'])} ms{eager}; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
             f"measured {r['read_bandwidth_gbs']:.1f} GB/s DRAM read rate takes {ms(r['weight_stream_bound_ms'])} ms "
             f"(**{r['ratio_to_weight_stream_bound']}x**){cached_bound(r)}, and its {r['step_gflop']:.2f} GFLOP at the measured "
-            f"{r['matmul_gflops']:.0f} GFLOP/s matmul rate take {ms(r['flop_bound_ms'])} ms (**{r['ratio_to_flop_bound']}x**)."]
+            f"{r['matmul_gflops']:.0f} GFLOP/s matmul rate take {ms(r['flop_bound_ms'])} ms (**{r['ratio_to_flop_bound']}x**)."
+            + breakdown(r)]
+
+
+def breakdown(r: dict) -> str:
+    b = r.get("step_breakdown_ms")
+    if not b:    # written before the step was profiled, or measured on a GPU
+        return ""
+    share = lambda part: f"{100 * b[part] / b['profiled_ms']:.0f}%"   # noqa: E731
+    compiled = r["engine"].get("compiled")
+    kernels = "its matmuls and fused C++ loops" if compiled else "its matmuls"
+    other = "Dynamo's guards, wrappers and cache views" if compiled else "its other ops and their dispatch"
+    return (f" Profiled (the profiler's own cost makes it {ms(b['profiled_ms'])} ms), the step spends "
+            f"{share('kernels')} in {kernels}, {share('attention')} in attention over the cached context "
+            f"(PyTorch's flash-attention kernel) and {share('other')} in {other}.")
 
 
 def replay_section(r: dict) -> list[str]:
