@@ -1,7 +1,7 @@
 """Ship a trained run as the default model: copy the loadable files into engine/default_model/ and
 write MODEL_CARD.md from the run's own records (corpus stats, training state and log, evaluation).
 
-    python -m spanfill.engine.ship --run runs/small --data data --eval benchmarks/results/eval.json
+    python -m spanfill.engine.ship --run runs/small --data data --eval benchmarks/results/eval.json [--steps T]
 
 Only figures found in those files go into the card, so the card can be regenerated and checked.
 """
@@ -28,8 +28,17 @@ def _eval_table(report: dict) -> str:
     return "\n".join(rows)
 
 
-def card(run: Path, data: Path, report: dict, train_command: str) -> str:
+def _steps_note(steps: int, trained_steps: int) -> str:
+    if steps == trained_steps:
+        return ""
+    return (f" (set when shipping, `--steps {steps}`; the run's configuration said T={trained_steps}: see the evaluation "
+            f"below for both)")
+
+
+def card(run: Path, data: Path, report: dict, train_command: str, steps: int | None = None) -> str:
     cfg = json.loads((run / "config.json").read_text())
+    trained_steps = cfg["steps"]
+    cfg["steps"] = steps or trained_steps
     state = json.loads((run / "train_state.json").read_text())
     stats = json.loads((data / "stats.json").read_text())
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
@@ -42,8 +51,8 @@ def card(run: Path, data: Path, report: dict, train_command: str) -> str:
 A {model.num_params() / 1e6:.1f}M-parameter spanfill model (dim {cfg['dim']}, {cfg['n_layers']} layers,
 {cfg['n_heads']} heads, SwiGLU {cfg['ffn_dim']}, vocabulary {cfg['vocab_size']} byte-level BPE), trained by
 this project from scratch with the dense AR + masked-diffusion objective (DESIGN §4). Default span
-L={cfg['span_length']}, T={cfg['steps']} steps; trained on spans of 16, 32 and 64 with contexts of up
-to {cfg['max_context_tokens']} tokens.
+L={cfg['span_length']}, T={cfg['steps']} steps{_steps_note(cfg['steps'], trained_steps)}; trained on spans of 16, 32 and 64
+with contexts of up to {cfg['max_context_tokens']} tokens.
 
 ## Data
 
@@ -99,12 +108,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=Path, required=True)
     ap.add_argument("--train-command", required=True)
     ap.add_argument("--out", type=Path, default=DEFAULT_MODEL_DIR)
+    ap.add_argument("--steps", type=int, default=None,
+                    help="the shipped model's default denoising steps T (default: the run's configuration)")
     args = ap.parse_args(argv)
+    if args.steps is not None and not 1 <= args.steps <= 128:
+        ap.error(f"--steps must be 1 to 128, not {args.steps}")
     args.out.mkdir(parents=True, exist_ok=True)
     for name in REQUIRED:
         shutil.copy2(args.run / name, args.out / name)
     shutil.copy2(args.run / "train_log.jsonl", args.out / "train_log.jsonl")
-    (args.out / "MODEL_CARD.md").write_text(card(args.run, args.data, json.loads(args.eval.read_text()), args.train_command))
+    if args.steps is not None:
+        config = json.loads((args.out / "config.json").read_text())
+        config["steps"] = args.steps
+        (args.out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    (args.out / "MODEL_CARD.md").write_text(card(args.run, args.data, json.loads(args.eval.read_text()), args.train_command,
+                                                 args.steps))
     print(f"shipped {args.run} -> {args.out}", file=sys.stderr)
     return 0
 

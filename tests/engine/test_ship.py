@@ -1,6 +1,8 @@
 """Shipping a run writes a loadable default-model directory with a model card built from the run's records."""
 import json
 
+import pytest
+
 from spanfill.engine import Engine
 from spanfill.engine.ship import main as ship_main
 from spanfill.engine.train import main as train_main
@@ -27,3 +29,23 @@ def test_ship_copies_the_model_and_writes_the_card(tmp_path):
     assert "30.0%" in card and "spanfill train --preset tiny" in card and "2 optimiser steps" in card
     assert Engine.load(out, warmup=False).info["params"] > 0
     assert (out / "train_log.jsonl").read_text() == (run / "train_log.jsonl").read_text()
+
+
+def test_ship_can_set_the_default_steps(tmp_path):
+    from spanfill.engine import corpus
+    src = tmp_path / "src"
+    src.mkdir()
+    _make_tree(src, n=40)
+    corpus.build(tmp_path / "data", [src])
+    run = tmp_path / "run"
+    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2", "--total-steps", "1", "--no-compile"])
+    (tmp_path / "eval.json").write_text(json.dumps({"results": []}))
+    out = tmp_path / "default_model"
+    args = ["--run", str(run), "--data", str(tmp_path / "data"), "--eval", str(tmp_path / "eval.json"),
+            "--train-command", "spanfill train --preset tiny", "--out", str(out)]
+    ship_main(args + ["--steps", "8"])
+    assert json.loads((run / "config.json").read_text())["steps"] == 4          # the run is left as it was
+    assert Engine.load(out, warmup=False).info["steps"] == 8
+    assert "T=8 steps (set when shipping, `--steps 8`; the run's configuration said T=4" in (out / "MODEL_CARD.md").read_text()
+    with pytest.raises(SystemExit):
+        ship_main(args + ["--steps", "0"])
