@@ -5,7 +5,8 @@
 Measures, in one run: the time of one span step (L tokens against a cached context of C tokens,
 plus the logits of all L positions), the machine's memory read bandwidth and its matmul rate in the
 model's dtype, and reports the step time against two lower bounds: streaming every weight once from
-memory, and the step's FLOPs at the measured matmul rate. Memory is read twice: a 512 MB array
+memory (also with the cached keys and values the step's attention reads), and the step's FLOPs at
+the measured matmul rate. Memory is read twice: a 512 MB array
 (DRAM), and an array the size of the weights, which stays in the last-level cache when the weights
 would (a small model can live there between steps); the second is the tighter, honest bound for a
 model that fits. On a CPU it also profiles the step and splits its time into attention (the SDPA
@@ -97,6 +98,8 @@ def main(argv=None) -> int:
         breakdown = step_breakdown(compiled_step(engine, span, C, kv) if engine.info["compiled"] else eager_step)
 
     weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    # what the step reads besides the weights: every layer's cached keys and values, context and span
+    kv_bytes = 2 * cfg.n_layers * (C + L) * cfg.dim * kv[0][0].element_size()
     embed = cfg.vocab_size * cfg.dim
     block_params = model.num_params() - embed - cfg.dim
     flops = (2 * block_params * L                                   # projections and MLP
@@ -106,6 +109,7 @@ def main(argv=None) -> int:
     cached_bandwidth = read_bandwidth_gbs(dtype, weight_bytes / 2**20)
     rate = matmul_gflops(dtype)
     stream_ms = weight_bytes / (bandwidth * 1e9) * 1e3
+    stream_kv_ms = (weight_bytes + kv_bytes) / (bandwidth * 1e9) * 1e3
     cached_ms = weight_bytes / (cached_bandwidth * 1e9) * 1e3
     flop_ms = flops / (rate * 1e9) * 1e3
     bound_ms = max(stream_ms, flop_ms)
@@ -116,6 +120,8 @@ def main(argv=None) -> int:
               "matmul_gflops": round(rate, 1), "weight_stream_bound_ms": round(stream_ms, 3),
               "flop_bound_ms": round(flop_ms, 3),
               "ratio_to_weight_stream_bound": round(step_ms["median_ms"] / stream_ms, 2),
+              "kv_bytes": kv_bytes, "weight_and_kv_stream_bound_ms": round(stream_kv_ms, 3),
+              "ratio_to_weight_and_kv_stream_bound": round(step_ms["median_ms"] / stream_kv_ms, 2),
               "ratio_to_flop_bound": round(step_ms["median_ms"] / flop_ms, 2),
               "ratio_to_tighter_bound": round(step_ms["median_ms"] / bound_ms, 2), "step_breakdown_ms": breakdown}
     print(f"step (L={L}, C={C}, {dtype}, {'compiled' if engine.info['compiled'] else 'eager'}): "
@@ -123,6 +129,8 @@ def main(argv=None) -> int:
     print(f"weights {weight_bytes / 1e6:.1f} MB at {bandwidth:.1f} GB/s -> {stream_ms:.3f} ms "
           f"(step is {report['ratio_to_weight_stream_bound']}x); a weight-sized array reads at "
           f"{cached_bandwidth:.1f} GB/s -> {cached_ms:.3f} ms (step is {report['ratio_to_weight_read_bound']}x)")
+    print(f"with the {kv_bytes / 1e6:.1f} MB of cached keys and values the step reads: {stream_kv_ms:.3f} ms "
+          f"(step is {report['ratio_to_weight_and_kv_stream_bound']}x)")
     print(f"{flops / 1e9:.3f} GFLOP at {rate:.0f} GFLOP/s -> {flop_ms:.3f} ms (step is {report['ratio_to_flop_bound']}x)")
     if breakdown:
         print("profiled step: " + ", ".join(f"{k} {v:.3f} ms" for k, v in breakdown.items()))

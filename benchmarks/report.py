@@ -109,13 +109,20 @@ def cached_bound(r: dict) -> str:
             f"(**{r['ratio_to_weight_read_bound']}x**)")
 
 
+def kv_bound(r: dict) -> str:
+    if "weight_and_kv_stream_bound_ms" not in r:   # written before the cached keys and values were counted
+        return ""
+    return (f", or {ms(r['weight_and_kv_stream_bound_ms'])} ms with the {r['kv_bytes'] / 1e6:.1f} MB of cached keys "
+            f"and values its attention reads too (**{r['ratio_to_weight_and_kv_stream_bound']}x**)")
+
+
 def limit_section(r: dict) -> list[str]:
     kind = "compiled" if r["engine"].get("compiled") else "eager"
     eager = f" (eager: {ms(r['eager_step']['median_ms'])} ms)" if "eager_step" in r and kind == "compiled" else ""
     return [f"**Limit** (`python benchmarks/limit.py`): one {kind} span step (L={r['span_length']}, context {r['context_tokens']}) "
             f"takes {ms(r['step']['median_ms'])} ms{eager}; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
             f"measured {r['read_bandwidth_gbs']:.1f} GB/s DRAM read rate takes {ms(r['weight_stream_bound_ms'])} ms "
-            f"(**{r['ratio_to_weight_stream_bound']}x**){cached_bound(r)}, and its {r['step_gflop']:.2f} GFLOP at the measured "
+            f"(**{r['ratio_to_weight_stream_bound']}x**){kv_bound(r)}{cached_bound(r)}, and its {r['step_gflop']:.2f} GFLOP at the measured "
             f"{r['matmul_gflops']:.0f} GFLOP/s matmul rate take {ms(r['flop_bound_ms'])} ms (**{r['ratio_to_flop_bound']}x**)."
             + breakdown(r)]
 

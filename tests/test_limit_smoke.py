@@ -14,6 +14,7 @@ def test_limit_reports_bounds_and_where_the_step_goes(tmp_path, monkeypatch, tin
     assert limit.main(["--model", str(tiny_model), "--eager", "--context", "64"]) == 0
     r = json.loads((tmp_path / "limit.json").read_text())
     assert r["step"]["median_ms"] > 0 and r["weight_stream_bound_ms"] > 0 and r["flop_bound_ms"] > 0
+    assert r["weight_and_kv_stream_bound_ms"] > r["weight_stream_bound_ms"] and r["kv_bytes"] > 0
     parts = r["step_breakdown_ms"]
     assert set(parts) == {"attention", "kernels", "other", "profiled_ms"}
     # the tiny model attends in every layer and multiplies matrices; the parts add up to the whole
