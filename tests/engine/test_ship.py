@@ -10,14 +10,21 @@ from spanfill.engine.train import main as train_main
 from test_training import _make_tree  # noqa: E402  (tests/engine is on sys.path under pytest's rootdir import mode)
 
 
-def test_ship_copies_the_model_and_writes_the_card(tmp_path):
+def _trained_run(tmp_path, steps: int):
+    """A corpus built from a small tree and a tiny run trained on it for `steps` steps."""
     from spanfill.engine import corpus
     src = tmp_path / "src"
     src.mkdir()
     _make_tree(src, n=40)
     corpus.build(tmp_path / "data", [src])
     run = tmp_path / "run"
-    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2", "--total-steps", "2", "--no-compile"])
+    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2",
+                "--total-steps", str(steps), "--no-compile"])
+    return run
+
+
+def test_ship_copies_the_model_and_writes_the_card(tmp_path):
+    run = _trained_run(tmp_path, steps=2)
     report = {"command": "spanfill eval --x", "results": [
         {"kind": "single", "mode": "diffusion", "steps": 4, "tasks": 10, "exact_match": 0.3, "edit_similarity": 0.61,
          "latency_median_ms": 12.0, "latency_p95_ms": 20.0, "forward_passes_mean": 2.5}]}
@@ -32,13 +39,7 @@ def test_ship_copies_the_model_and_writes_the_card(tmp_path):
 
 
 def test_ship_can_set_the_default_steps(tmp_path):
-    from spanfill.engine import corpus
-    src = tmp_path / "src"
-    src.mkdir()
-    _make_tree(src, n=40)
-    corpus.build(tmp_path / "data", [src])
-    run = tmp_path / "run"
-    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2", "--total-steps", "1", "--no-compile"])
+    run = _trained_run(tmp_path, steps=1)
     (tmp_path / "eval.json").write_text(json.dumps({"results": []}))
     out = tmp_path / "default_model"
     args = ["--run", str(run), "--data", str(tmp_path / "data"), "--eval", str(tmp_path / "eval.json"),
