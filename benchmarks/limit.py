@@ -6,13 +6,13 @@ Measures, in one run: the time of one span step (L tokens against a cached conte
 plus the logits of all L positions), the machine's memory read bandwidth and its matmul rate in the
 model's dtype, and reports the step time against two lower bounds: streaming every weight once from
 memory (also with the cached keys and values the step's attention reads), and the step's FLOPs at
-the measured matmul rate. Memory is read twice: a 512 MB array
-(DRAM), and an array the size of the weights, which stays in the last-level cache when the weights
-would (a small model can live there between steps); the second is the tighter, honest bound for a
-model that fits. On a CPU it also profiles the step and splits its time into attention (the SDPA
-kernel), the other kernels (the compiled graph's matmuls and fused pointwise loops, or the eager
-ops) and the Python around them (Dynamo's guards, the graph call, the cache views): where the step
-spends what the bounds do not cover. Writes results/limit.json.
+the measured matmul rate. Memory is read twice: a 512 MB array (DRAM), and an array the size of the
+weights, which stays in the last-level cache when the weights would (a small model can live there
+between steps); the second is the tighter, honest bound for a model that fits. On a CPU it also
+profiles the step and splits its time into attention (the SDPA kernel), the other kernels (the
+compiled graph's matmuls and fused loops, or the eager matmuls) and the rest (Dynamo's guards, the
+graph call, the cache views; eager: also the small ops): where the step spends what the bounds do
+not cover. Writes results/limit.json.
 """
 from __future__ import annotations
 
