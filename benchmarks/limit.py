@@ -48,8 +48,9 @@ KERNEL_ROWS = ("## Call CompiledFxGraph", "mkldnn::", "aten::mm", "aten::addmm",
 def step_breakdown(step, steps: int = 20) -> dict:
     """Milliseconds per step, from the profiler's self times: `attention` (SDPA), `kernels` (the
     compiled graph's C++ kernels and the matmul operators), `other` (the rest: Dynamo's guards and
-    wrappers, cache views, allocations; in the eager step also its small ops). The profiler adds
-    its own cost, so `profiled_ms` is above the timed median; read the parts as shares of it."""
+    wrappers, cache views, allocations; in the eager step also its small ops). `profiled_ms` is
+    their sum, which differs from the timed median (the profiler's own cost, a different sample);
+    read the parts as shares of it."""
     from torch.profiler import ProfilerActivity, profile
     step()
     with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -46,9 +46,24 @@ async def test_completion_inside_a_function_body(client: LanguageClient):
     print("\n".join(repr(i.insert_text) for i in result.items), file=sys.stderr)
 
 
+def closes_an_open_paren(text: str) -> bool:
+    """Whether `text` has a ")" that matches no "(" of its own (it would close one before the cursor)."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return True
+    return False
+
+
+def test_closes_an_open_paren():
+    assert closes_an_open_paren("values)") and closes_an_open_paren(")")
+    assert not closes_an_open_paren("()") and not closes_an_open_paren("values") and not closes_an_open_paren("f(x)")
+
+
 async def test_automatic_trigger_mid_line_gives_one_single_line_candidate(client: LanguageClient):
     result = await inline(client, "file:///shipped/config.py", CALL, invoked=False)
     assert len(result.items) <= 1
     for item in result.items:
         assert "\n" not in item.insert_text and item.range == types.Range(CALL, CALL)
-        assert not item.insert_text.endswith(")")          # the suffix already closes len(
+        assert not closes_an_open_paren(item.insert_text)   # the suffix already closes len(
