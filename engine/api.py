@@ -9,6 +9,7 @@ from .prompt import Snippet
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
 RULES: tuple[str, ...] = get_args(Rule)
+MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 
 
 @dataclass

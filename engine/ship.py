@@ -14,6 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .api import MAX_STEPS
 from .checkpoint import DEFAULT_MODEL_DIR, REQUIRED, load_model
 from .evaluate import decoding_label
 
@@ -111,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=None,
                     help="the shipped model's default denoising steps T (default: the run's configuration)")
     args = ap.parse_args(argv)
-    if args.steps is not None and not 1 <= args.steps <= 128:
-        ap.error(f"--steps must be 1 to 128, not {args.steps}")
+    if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
+        ap.error(f"--steps must be 1 to {MAX_STEPS}, not {args.steps}")
     args.out.mkdir(parents=True, exist_ok=True)
     for name in REQUIRED:
         shutil.copy2(args.run / name, args.out / name)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..engine.api import RULES
+from ..engine.api import MAX_STEPS, RULES
 
 SECTION = "spanfill"
 DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
@@ -113,7 +113,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "dtype": _one_of(DTYPES),
     "threads": _int_in(1, 256, optional=True),
     "span_length": _int_in(4, 256, optional=True),
-    "steps": _int_in(1, 128, optional=True),
+    "steps": _int_in(1, MAX_STEPS, optional=True),
     "rule": _one_of(RULES),
     "threshold": _threshold,
     "debounce_ms": _int_in(0, 2000),
