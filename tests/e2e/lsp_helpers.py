@@ -79,3 +79,13 @@ async def first_suggestion(client: LanguageClient, uri: str, text: str, position
         if result.items:
             return position, result.items[0].insert_text, result.items[0].range
     pytest.fail("the model proposed nothing at any of the positions tried")
+
+
+def closes_an_open_paren(text: str) -> bool:
+    """Whether `text` has a ")" that matches no "(" of its own (it would close one before the cursor)."""
+    depth = 0
+    for ch in text:
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth < 0:
+            return True
+    return False

@@ -7,7 +7,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from lsp_helpers import CONFIG, inline, open_doc, start
+from lsp_helpers import CONFIG, closes_an_open_paren, inline, open_doc, start
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -44,21 +44,6 @@ async def test_completion_inside_a_function_body(client: LanguageClient):
         assert item.range == types.Range(BODY, BODY)
         assert item.insert_text.strip() and not item.insert_text.startswith(" ")   # indentation already typed
     print("\n".join(repr(i.insert_text) for i in result.items), file=sys.stderr)
-
-
-def closes_an_open_paren(text: str) -> bool:
-    """Whether `text` has a ")" that matches no "(" of its own (it would close one before the cursor)."""
-    depth = 0
-    for ch in text:
-        depth += {"(": 1, ")": -1}.get(ch, 0)
-        if depth < 0:
-            return True
-    return False
-
-
-def test_closes_an_open_paren():
-    assert closes_an_open_paren("values)") and closes_an_open_paren(")")
-    assert not closes_an_open_paren("()") and not closes_an_open_paren("values") and not closes_an_open_paren("f(x)")
 
 
 async def test_automatic_trigger_mid_line_gives_one_single_line_candidate(client: LanguageClient):
