@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import time
@@ -9,7 +10,9 @@ from pathlib import Path
 
 import torch
 
-RESULTS = Path(__file__).parent / "results"
+# where every benchmark writes (and report.py reads): benchmarks/results/, or $SPANFILL_RESULTS, so a
+# second machine's figures land beside the first's instead of over them (cpu.sh's RESULTS=DIR)
+RESULTS = Path(os.environ.get("SPANFILL_RESULTS") or Path(__file__).parent / "results")
 
 
 def load_engine(model, eager: bool = False, before_compile=None, **kw):
@@ -68,8 +71,22 @@ def summary(ms: list[float]) -> dict:
     return {"median_ms": round(statistics.median(ms), 3), "p95_ms": round(percentile(ms, 95), 3), "runs": len(ms)}
 
 
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (platform.processor() says only "x86_64" on Linux)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine() -> dict:
+    from spanfill.engine.device import cpu_has_fast_bf16
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpu_model": cpu_model(), "cpu_fast_bf16": cpu_has_fast_bf16(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads(),
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
 

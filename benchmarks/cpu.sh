@@ -3,6 +3,7 @@
 # tables from what was written:
 #
 #   DATA=/path/to/data bash benchmarks/cpu.sh     # DATA: `spanfill data` output (default: data/)
+#   RESULTS=benchmarks/results/NAME ...            # write the results there (default: benchmarks/results)
 #
 # Takes ~30 minutes on a 2-core machine. Run it on an otherwise idle machine: the benchmarks time
 # each other's neighbours, so a training run or test suite beside them makes every figure meaningless.
@@ -10,11 +11,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 DATA=${DATA:-data}
+export SPANFILL_RESULTS=${RESULTS:-benchmarks/results}   # benchmarks/common.py and report.py read it
 MODEL_ARGS=()
 [ -n "${MODEL:-}" ] && MODEL_ARGS=(--model "$MODEL")
 [ -f "$DATA/held_out.jsonl" ] || .venv/bin/spanfill data --out "$DATA"
 
-.venv/bin/spanfill eval --data "$DATA" "${MODEL_ARGS[@]}" --out benchmarks/results/eval.json
+.venv/bin/spanfill eval --data "$DATA" "${MODEL_ARGS[@]}" --out "$SPANFILL_RESULTS/eval.json"
 $PY benchmarks/engine_micro.py --model "${MODEL:-DEFAULT}"
 $PY benchmarks/engine_sweep.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/limit.py "${MODEL_ARGS[@]}"

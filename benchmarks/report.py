@@ -1,4 +1,5 @@
-"""Render the README's benchmark tables from what the benchmarks wrote to benchmarks/results/.
+"""Render the README's benchmark tables from what the benchmarks wrote to benchmarks/results/ (or to
+$SPANFILL_RESULTS, as the benchmarks do).
 
     python benchmarks/report.py            # prints Markdown; benchmarks/cpu.sh runs it last
 
@@ -10,12 +11,13 @@ that wrote it.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 from spanfill.engine.evaluate import decoding_label
 
-RESULTS = Path(__file__).parent / "results"
+RESULTS = Path(os.environ.get("SPANFILL_RESULTS") or Path(__file__).parent / "results")   # as common.py
 
 
 def load(name: str) -> dict | None:
@@ -193,8 +195,21 @@ def stages_sentence(server: dict) -> str:
             + ", ".join(parts) + ".")
 
 
+def machine_line() -> str | None:
+    """Which machine the result files come from, as the benchmarks recorded it (newer files name the CPU)."""
+    for name in ("limit", "engine_micro_model", "engine_sweep", "replay"):
+        report = load(name)
+        if report is not None and "machine" in report:
+            m = report["machine"]
+            cpu = m.get("cpu_model") or m.get("processor")
+            bf16 = {True: ", fast bf16 (AVX-512-BF16/AMX)", False: ", no fast bf16"}.get(m.get("cpu_fast_bf16"), "")
+            cpus = f", {m['cpus']} CPUs" if m.get("cpus") else ""
+            return f"Measured on: {cpu}{cpus}{bf16}; torch {m.get('torch')} ({os.path.relpath(RESULTS)})"
+    return None
+
+
 def main() -> int:
-    sections = []
+    sections = [line] if (line := machine_line()) else []
     for name, render in (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
                          ("limit", limit_section), ("replay", replay_section)):
         report = load(name)

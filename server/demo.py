@@ -73,7 +73,7 @@ async def run(args: argparse.Namespace, log_file: Path) -> int:
             return 1
         print(f"model {st.model} on {st.device} ({st.dtype}, {st.params:,} parameters)")
         if st.compile == "compiling":
-            print("waiting for the compiled CPU steps (the server answers eagerly meanwhile; about two minutes on 2 cores) ...")
+            print("waiting for the compiled CPU steps (the server answers eagerly meanwhile; two to five minutes on 2 cores) ...")
             st = await wait_until_compiled(client)
             print("compiled" if st.compiled else f"not compiled ({st.compile}), running eager (see {log_file})")
         print()
