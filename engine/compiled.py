@@ -61,10 +61,14 @@ STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CP
 
 
 class CompiledSteps:
-    def __init__(self, model: SpanfillModel, span_length: int, eom_id: int, pad_id: int):
+    def __init__(self, model: SpanfillModel, span_length: int, eom_id: int, pad_id: int,
+                 shrink_to: tuple[int, ...] = ()):
         self.model = model
         self.eom_id, self.pad_id = eom_id, pad_id
         self.span_length = span_length
+        # the denoising step is compiled for the span and for the shorter lengths the loop cuts it
+        # down to (denoise.SHRINK_TO): one static graph each
+        self.span_lengths = (span_length, *shrink_to)
         self.ready = False
         self.error: str | None = None
         self.compile_seconds: float | None = None
@@ -98,6 +102,9 @@ class CompiledSteps:
         """In inference mode, with inference tensors (as the engine runs it): other tensors would
         not match the compiled graphs' guards and run eagerly."""
         end = context_len + span.shape[1]
+        if self._warming:   # a graph per span length, never one with the length a symbol
+            torch._dynamo.mark_static(span, 1)
+            torch._dynamo.mark_static(masked, 1)
         if steps_left not in self._left:
             self._left[steps_left] = torch.tensor(steps_left, device=span.device)
         self._call("denoise", self._denoise, self._denoise_step,
@@ -150,11 +157,14 @@ class CompiledSteps:
                 # which Dynamo guards as a case of its own
                 for context_len, capacity in ((100, 256), (150, 384), (256 - L, 256)):
                     kv = self._scratch(capacity)
-                    span = torch.ones(1, L, dtype=torch.long, device=w.device)
-                    masked = torch.ones(1, L, dtype=torch.bool, device=w.device)
                     with torch._inductor.config.patch(STEP_CONFIG):
-                        self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
-                                          torch.zeros(V, device=w.device), 2)
+                        for n in self.span_lengths:
+                            # the shorter spans at the same context lengths, so their views end
+                            # before the buffer's end: the contiguous case is the full span's
+                            span = torch.ones(1, n, dtype=torch.long, device=w.device)
+                            masked = torch.ones(1, n, dtype=torch.bool, device=w.device)
+                            self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
+                                              torch.zeros(V, device=w.device), 2)
                         position = capacity - 1 if context_len + L == capacity else context_len
                         self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
                 # a whole context from position 0, then a few typed tokens after it, and one typed

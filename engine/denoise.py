@@ -31,6 +31,17 @@ NEG_INF = float("-inf")
 # values tried on 150 held-out single-line tasks at T=4, 0 (every proposed pad) let unsure pads cut
 # completions short: edit similarity 0.214 vs 0.246. `spanfill eval` reports `content` beside `fixed`.
 PAD_CONFIDENCE = 0.5
+# span lengths the `content` rule cuts a span down to once everything after them is committed pads
+# (`shrunk_length`). Measured on 450 held-out tasks at T=4 (eager, fp32): the same exact match and
+# edit similarity (9.7% / 0.281 single-line, 0.137 multi-line) with the later steps on 16 positions,
+# median latency 72.6 -> 47.5 ms on a CPU where a step's cost is its arithmetic. 8 as well cut
+# more spans but was no faster there.
+SHRINK_TO = (16,)
+
+
+def shrink_lengths(span_length: int) -> tuple[int, ...]:
+    """The SHRINK_TO lengths a span of span_length can be cut down to."""
+    return tuple(n for n in SHRINK_TO if n < span_length)
 
 
 def commit_schedule(span_length: int, steps: int) -> list[int]:
@@ -123,6 +134,18 @@ def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: 
     masked &= ~after
 
 
+def shrunk_length(span: torch.Tensor, masked: torch.Tensor, pad: int, lengths: tuple[int, ...]) -> int:
+    """The shortest of `lengths` that holds everything of the span except committed trailing pads
+    (across all rows), or the span's own length. A span's tail of committed pads is what a shorter
+    span's tail would be: the model was trained on spans of 16, 32 and 64 whose middle ends with
+    <|eom|> and pads, so the remaining steps can run on the shorter span, each costing about half."""
+    L = span.shape[1]
+    live = masked | (span != pad)
+    index = torch.arange(L, device=span.device)
+    need = int(torch.where(live, index + 1, 0).amax())    # a host sync; the step loop already has one
+    return min((n for n in lengths if need <= n < L), default=L)
+
+
 @dataclass
 class DenoiseConfig:
     span_length: int
@@ -134,6 +157,7 @@ class DenoiseConfig:
     banned: list[int] | None = None
     greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
     first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
+    shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
 
 
 def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -247,13 +271,17 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
                 rows = first_position_rows(masked)
                 logits[rows] = logits[rows] + cfg.first_bias.to(logits.dtype)
             conf_m, token_m = _pick(logits, masked, cfg, generator)
-            confidence = torch.full((n, L), NEG_INF, device=device)
+            confidence = torch.full(span.shape, NEG_INF, device=device)
             proposal = span.clone()
             confidence[masked] = conf_m
             proposal[masked] = token_m
             commit_step(span, masked, confidence, proposal, step, cfg, eom_id, pad_id)
         if step.final or not masked.any():
             break
+        if cfg.shrink_to:
+            n_keep = shrunk_length(span, masked, pad_id, cfg.shrink_to)
+            if n_keep < span.shape[1]:
+                span, masked = span[:, :n_keep].contiguous(), masked[:, :n_keep].contiguous()
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 
 

@@ -20,7 +20,7 @@ from .checkpoint import DEFAULT_MODEL_DIR, load_model
 from .compiled import CompiledSteps
 from .context_cache import ContextCache
 from .cuda_step import StaticSpanDenoiser
-from .denoise import DenoiseConfig, ar_decode, denoise
+from .denoise import DenoiseConfig, ar_decode, denoise, shrink_lengths
 from .device import pick_device, pick_dtype, set_threads
 from .healing import Healer, Healing
 from .model import SpanfillModel
@@ -91,7 +91,8 @@ class Engine:
         background thread; requests stay eager until it is done. wait=True blocks until then."""
         if self.compiled is None:
             sp = self.tokenizer.special
-            self.compiled = CompiledSteps(self.model, self.model.cfg.span_length, sp.eom, sp.pad).start()
+            L = self.model.cfg.span_length
+            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L)).start()
         if wait:
             self.compiled.wait()
         return self.compiled
@@ -199,7 +200,7 @@ class Engine:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
-                                healing.first_bias)
+                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" else ())
             if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:

@@ -89,9 +89,17 @@ def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
     assert engine.info["compile_seconds"] is None
 
 
+@pytest.fixture(scope="module")
+def compiled_l32(tmp_path_factory):
+    """A compiled engine whose span (32) the denoising loop can cut to 16: two span graphs."""
+    from spanfill.engine.testing import build_tiny_model
+    model_dir = build_tiny_model(tmp_path_factory.mktemp("l32") / "model", span_length=32)
+    return Engine.load(model_dir, device="cpu", dtype="fp32", warmup=False, compile=True, wait=True)
+
+
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
-def test_a_call_that_would_recompile_runs_eagerly(tiny_dir):
-    engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=True, wait=True)
+def test_a_call_that_would_recompile_runs_eagerly(compiled_l32):
+    engine = compiled_l32
     model, compiled = engine.model, engine.compiled
     with torch.inference_mode():     # as the engine allocates it (the graphs guard on inference tensors)
         kv = engine.cache._allocate(64)
@@ -111,3 +119,30 @@ def test_a_call_that_would_recompile_runs_eagerly(tiny_dir):
         with pytest.raises(RuntimeError, match="fail_on_recompile"):
             compiled.token_step(tokens, 5, kv)
     assert engine.info["compiled_fallbacks"]["token"] == 1
+
+
+@pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
+def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l32):
+    engine = compiled_l32
+    compiled, V = engine.compiled, engine.model.cfg.vocab_size
+    fallbacks, strict = compiled.fallbacks["denoise"], compiled.strict
+    assert compiled.ready and compiled.span_lengths == (32, 16)
+    compiled.strict = True    # a length the warm-up did not compile for would raise
+    compiles = dict(torch._dynamo.utils.counters["frames"])
+    gen = torch.Generator().manual_seed(0)
+    with torch.inference_mode():
+        kv = engine.cache._allocate(200)
+        engine.model.encode_context(torch.randint(10, V, (1, 120), generator=gen), 0, kv)
+        bias, first = torch.zeros(V), torch.zeros(V)
+        for n in (32, 16, 32, 16):
+            span = torch.full((1, n), engine.tokenizer.special.mask)
+            span[0, n // 2:] = engine.tokenizer.special.pad      # a tail already committed, as after a cut
+            masked = span == engine.tokenizer.special.mask
+            fast, slow = (span.clone(), masked.clone()), (span.clone(), masked.clone())
+            compiled.denoise_step(*fast, 120, kv, bias, first, 2)
+            compiled._denoise_step(*slow, 120, [(k[:, :, :120 + n], v[:, :, :120 + n]) for k, v in kv],
+                                   bias, first, torch.tensor(2))
+            assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
+            assert (~fast[1]).sum() > n // 2          # it committed something beyond the given tail
+    assert compiled.fallbacks["denoise"] == fallbacks and dict(torch._dynamo.utils.counters["frames"]) == compiles
+    compiled.strict = strict

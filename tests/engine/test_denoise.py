@@ -5,7 +5,7 @@ import torch
 
 from spanfill.engine.denoise import (DenoiseConfig, StepPlan, commit_content, commit_schedule, commit_spread,
                                      commit_step, commit_threshold, commit_topk, denoise, pick_tokens,
-                                     trailing_pads, truncate_after_eom)
+                                     shrink_lengths, shrunk_length, trailing_pads, truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
 
@@ -176,6 +176,45 @@ def test_denoise_content_rule_fills_the_pads_first_then_one_text_token_per_step(
     out = denoise(model, None, 0, 1, DenoiseConfig(16, 4), MASK, EOM, PAD)
     assert out.span.tolist() == [[5, 6, 7, EOM] + [PAD] * 12] and out.steps_run == 4
     assert seen == [0, 13, 14, 15]    # step 1: 12 pads + 1 text token; then one text token per step
+
+
+def test_shrunk_length_keeps_everything_but_committed_trailing_pads():
+    M = MASK
+    def length(rows, masked_cols=(), lengths=(8, 16)):
+        span = torch.tensor(rows)
+        masked = torch.zeros_like(span, dtype=torch.bool)
+        masked[:, list(masked_cols)] = True
+        return shrunk_length(span, masked, PAD, lengths)
+    tail = [PAD] * 24
+    assert length([[5, 6, EOM, PAD, PAD, PAD, PAD, PAD] + tail]) == 8
+    assert length([[5] * 9 + [PAD] * 23]) == 16                    # 9 live positions: 16 holds them, 8 does not
+    assert length([[M, 6, EOM, PAD] + [PAD] * 28], masked_cols=[0, 20]) == 32   # a masked position in the tail
+    assert length([[5, 6, EOM, PAD] + [PAD] * 28, [5] * 12 + [PAD] * 20]) == 16  # the longest row decides
+    assert length([[5] * 30 + [PAD, PAD]]) == 32                  # nothing shorter holds it
+    assert length([[5, PAD, PAD, PAD]], lengths=(8, 16)) == 4     # only lengths shorter than the span
+    assert shrink_lengths(32) == (16,) and shrink_lengths(16) == () and shrink_lengths(64) == (16,)
+
+
+def test_denoise_cuts_the_span_once_its_tail_is_pads():
+    shapes = []
+
+    class Watch(Scripted):   # sure of the pads, less sure of text the further right it is
+        def span_step(self, span, context_len, kv):
+            shapes.append(span.shape[1])
+            return super().span_step(span, context_len, kv)
+
+        def logits(self, h):
+            out = super().logits(h)
+            out[..., PAD] = torch.where(self.script[h[..., 0].long()] == PAD, 30.0, -10.0)
+            return out
+
+    script = [5, 6, 7, 8, EOM] + [PAD] * 27
+    cut = denoise(Watch(script), None, 0, 1, DenoiseConfig(32, 4, shrink_to=(16,)), MASK, EOM, PAD)
+    assert shapes == [32, 16, 16, 16]    # step 1 commits the 27 pads and a text token; the rest run on 16
+    shapes.clear()
+    whole = denoise(Watch(script), None, 0, 1, DenoiseConfig(32, 4), MASK, EOM, PAD)
+    assert shapes == [32] * 4 and whole.steps_run == cut.steps_run == 4
+    assert cut.span.tolist() == [whole.span[0, :16].tolist()] == [[5, 6, 7, 8, EOM] + [PAD] * 11]
 
 
 def test_deadline_makes_the_next_step_the_last():
