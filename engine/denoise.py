@@ -281,7 +281,11 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
         if cfg.shrink_to:
             n_keep = shrunk_length(span, masked, pad_id, cfg.shrink_to)
             if n_keep < span.shape[1]:
-                span, masked = span[:, :n_keep].contiguous(), masked[:, :n_keep].contiguous()
+                # fresh strides: a slice of a one-row span counts as contiguous but keeps the row
+                # stride of 32 (.contiguous() and .clone() keep it), and the compiled step guards on strides
+                fresh = torch.contiguous_format
+                span = span[:, :n_keep].clone(memory_format=fresh)
+                masked = masked[:, :n_keep].clone(memory_format=fresh)
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 
 
