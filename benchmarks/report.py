@@ -3,8 +3,8 @@ $SPANFILL_RESULTS, as the benchmarks do).
 
     python benchmarks/report.py            # prints Markdown; benchmarks/cpu.sh runs it last
 
-Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json and
-replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table
+Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
+span_cut.json and replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table
 out. Nothing here measures anything: every number is copied from a result file, with the command
 that wrote it.
 """
@@ -144,6 +144,20 @@ def breakdown(r: dict) -> str:
             f"(PyTorch's flash-attention kernel) and {share('other')} in {other}.")
 
 
+def span_cut_section(r: dict) -> list[str]:
+    rows = [[r_["kind"] + "-line", r_["setting"], r_["tasks"], pct(r_["exact_match"]), f"{r_['edit_similarity']:.3f}",
+             ms(r_["latency_median_ms"]), ms(r_["latency_p95_ms"]), f"{r_['forward_passes_mean']:.2f}"]
+            for r_ in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["setting"] != "whole"))]
+    by = {(x["kind"], x["setting"]): x["latency_median_ms"] for x in r["rows"]}
+    gains = ", ".join(f"{kind}-line {by[kind, 'whole'] / by[kind, 'cut']:.2f}x" for kind in ("single", "multi")
+                      if (kind, "cut") in by and (kind, "whole") in by)
+    return [f"**Span cut** (`{r.get('command', 'python benchmarks/span_cut.py')}`; {engine_line(r['engine'])}, "
+            f"T={r['steps']}): the span cut to {', '.join(map(str, r['cut_to']))} once its tail is committed pads "
+            f"(*cut*, the default) against the whole span for every step (*whole*), alternating task by task in one "
+            f"process; median speed-up {gains}:", "",
+            table(["task", "span", "tasks", "exact match", "edit sim.", "median ms", "p95 ms", "forward passes"], rows)]
+
+
 def replay_section(r: dict) -> list[str]:
     lat, src, req = r["latency_ms"], r["latency_ms_by_source"], r["requests"]
     server = r.get("server", {})
@@ -211,7 +225,7 @@ def machine_line() -> str | None:
 def main() -> int:
     sections = [line] if (line := machine_line()) else []
     for name, render in (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
-                         ("limit", limit_section), ("replay", replay_section)):
+                         ("limit", limit_section), ("span_cut", span_cut_section), ("replay", replay_section)):
         report = load(name)
         if report is not None:
             sections.append("\n".join(render(report)))

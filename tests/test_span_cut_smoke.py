@@ -1,0 +1,30 @@
+"""benchmarks/span_cut.py on the shipped model (eager, a few tasks): both settings decode every task,
+the result file adds up, and the engine's cut is back in place afterwards."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import common  # noqa: E402
+import span_cut  # noqa: E402
+
+import spanfill.engine.engine as engine_module  # noqa: E402
+from spanfill.engine.testing import SAMPLE_CODE  # noqa: E402
+
+
+def test_span_cut_compares_both_settings_on_the_same_tasks(shipped_model, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held_out.jsonl").write_text("".join(json.dumps({"path": f"pkg/m{i}.py", "text": SAMPLE_CODE}) + "\n"
+                                                 for i in range(4)))
+    assert span_cut.main(["--model", str(shipped_model), "--data", str(data), "--single", "4", "--multi", "2"]) == 0
+    result = json.loads((tmp_path / "span_cut.json").read_text())
+    rows = {(r["kind"], r["setting"]): r for r in result["rows"]}
+    assert set(rows) == {(k, s) for k in ("single", "multi") for s in ("cut", "whole")}
+    for kind in ("single", "multi"):
+        assert rows[kind, "cut"]["tasks"] == rows[kind, "whole"]["tasks"] > 0
+    assert all(0 < r["latency_median_ms"] <= r["latency_p95_ms"] and 1 <= r["forward_passes_mean"] <= 4
+               for r in rows.values())
+    assert result["cut_to"] == [16] and engine_module.shrink_lengths is span_cut.CUT
+    assert "cut" in capsys.readouterr().out
