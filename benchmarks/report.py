@@ -89,8 +89,11 @@ def sweep_section(report: dict) -> list[str]:
                     f"completion than AR mode of the same weights and {hf['latency_median_ms'] / d4['latency_median_ms']:.1f}x "
                     f"faster than `transformers` `generate()` (median latency, one run)."]
     if report.get("generate_equals_ar") is not None:
+        dtype = report["engine"].get("dtype", "")
+        rest = ("" if report["generate_equals_ar"] >= 1 else
+                f"; on the rest the two diverge somewhere (both run {dtype}, through different kernels)")
         out += [f"`generate()` on the Llama export wrote exactly spanfill's AR-mode text on "
-                f"{pct(report['generate_equals_ar'])} of the tasks; on the rest the two diverge somewhere (both run bf16, through different kernels)."]
+                f"{pct(report['generate_equals_ar'])} of the tasks{rest}."]
     return out
 
 
