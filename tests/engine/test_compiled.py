@@ -1,10 +1,13 @@
 """The compiled CPU steps (compiled.py) decode exactly like the eager engine, and are really used."""
+import json
 import shutil
 
 import pytest
 import torch
+from torch._inductor.codecache import PersistentCache
 
 from spanfill.engine import CompletionRequest, Engine
+from spanfill.engine.compiled import forget_autotune_timings
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 
@@ -94,7 +97,26 @@ def compiled_l32(tmp_path_factory):
     """A compiled engine whose span (32) the denoising loop can cut to 16: two span graphs."""
     from spanfill.engine.testing import build_tiny_model
     model_dir = build_tiny_model(tmp_path_factory.mktemp("l32") / "model", span_length=32)
+    # timings an earlier process left behind, which this warm-up must not reuse
+    timings = PersistentCache.get_local_cache_path()
+    timings.parent.mkdir(parents=True, exist_ok=True)
+    timings.write_text(json.dumps({"system": {}, "cache": {"left_by_an_earlier_process": {}}}))
     return Engine.load(model_dir, device="cpu", dtype="fp32", warmup=False, compile=True, wait=True)
+
+
+@pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
+def test_the_warm_up_times_its_matmuls_afresh_and_reuses_its_own_timings(compiled_l32):
+    assert compiled_l32.compiled.ready
+    kept = json.loads(PersistentCache.get_local_cache_path().read_text())["cache"]
+    assert "left_by_an_earlier_process" not in kept
+    assert kept.get("packed_linear")     # this warm-up's timings, kept for its later graphs
+
+
+def test_autotune_timings_that_cannot_be_cleared_are_not_reused(monkeypatch):
+    def broken():
+        raise AttributeError("no such internal")
+    monkeypatch.setattr(PersistentCache, "get_local_cache_path", staticmethod(broken))
+    assert forget_autotune_timings() is False
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
