@@ -22,8 +22,10 @@ always context + L, one symbol), and steps_left is a tensor (the commit is a ran
 views cost ~0.13 ms of guard checks per call; one stacked [layers, 2, ...] cache tensor would guard
 once, but was tried and is much slower: Inductor does not write a functionalised view of one input
 in place, and copied the whole cache at every layer (step 2.8 -> 7.5 ms). `warm`
-calls each at two context lengths, so Dynamo compiles the specialised graph and then the dynamic
-one, plus the guard cases it splits off (a view that is a whole buffer). Should a request still
+compiles the span and token steps with the context length a symbol from the start
+(DYNAMIC_FROM_THE_START; the prefill is dynamic throughout), calls each at a second context length
+to check that graph takes it, and compiles the guard cases Dynamo splits off (a view that is a whole
+buffer; a prefill from position 0; one typed token). Should a request still
 need a recompile, that call runs the step's eager function instead: no request waits for a compiler.
 Such calls are counted per step in `fallbacks` (the server's status reports them) and the first few
 guard failures are logged, so a slow percentile that comes from eager steps shows up as such.
@@ -61,6 +63,10 @@ STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CP
                # benchmark's span step took 2.59 ms with such, 2.20 ms once they were removed), so
                # warm() removes the file first (forget_autotune_timings)
                "autotune_local_cache": True}
+# The span and token steps' context length (an int argument) and their cache views' length are
+# symbols from the first graph on. Left to Dynamo, the first call compiles a graph specialised to its
+# context length, which no request would use, and only the second the dynamic one.
+DYNAMIC_FROM_THE_START = r"L\['context_len'\],L\['position'\],L\['kv'\].*:2"
 
 
 def forget_autotune_timings() -> bool:
@@ -174,7 +180,8 @@ class CompiledSteps:
                 # which Dynamo guards as a case of its own
                 for context_len, capacity in ((100, 256), (150, 384), (256 - L, 256)):
                     kv = self._scratch(capacity)
-                    with torch._inductor.config.patch(step_config):
+                    with torch._inductor.config.patch(step_config), \
+                            torch.compiler.config.patch(dynamic_sources=DYNAMIC_FROM_THE_START):
                         for n in self.span_lengths:
                             # the shorter spans at the same context lengths, so their views end
                             # before the buffer's end: the contiguous case is the full span's
