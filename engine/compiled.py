@@ -55,14 +55,7 @@ FREEZE = {"freezing": True}
 MAX_LOGGED_FALLBACKS = 5     # guard failures logged in full; later ones are only counted
 STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
                # autotuning would print its timing tables to stderr, the server's log
-               "autotune_num_choices_displayed": 0, "max_autotune_report_choices_stats": False,
-               # Inductor keeps autotune timings in a file and reuses them for a matmul of the same
-               # shapes: within one warm-up that spares re-timing the same choices for every layer of
-               # every graph (AVX2 EPYC, fp32: 200 autotunings -> 15, the autotuning 107 -> 58 s of
-               # ~400 s). Across processes it would keep timings taken while the machine was busy (a
-               # benchmark's span step took 2.59 ms with such, 2.20 ms once they were removed), so
-               # warm() removes the file first (forget_autotune_timings)
-               "autotune_local_cache": True}
+               "autotune_num_choices_displayed": 0, "max_autotune_report_choices_stats": False}
 # The span and token steps' context length (an int argument) and their cache views' length are
 # symbols from the first graph on. Left to Dynamo, the first call compiles a graph specialised to its
 # context length, which no request would use, and only the second the dynamic one.
@@ -173,6 +166,11 @@ class CompiledSteps:
         w = self.model.embed.weight
         L, V = self.span_length, cfg.vocab_size
         t0 = time.perf_counter()
+        # Inductor keeps autotune timings in a file and reuses them for a matmul of the same shapes:
+        # within one warm-up that spares re-timing the same choices for every layer of every graph
+        # (AVX2 EPYC, fp32: 200 autotunings -> 15, the autotuning 107 -> 58 s of ~400 s). Across
+        # processes it would keep timings taken while the machine was busy (a benchmark's span step
+        # took 2.59 ms with such, 2.20 ms once they were removed), so the file goes first
         step_config = {**STEP_CONFIG, "autotune_local_cache": forget_autotune_timings()}
         try:
             with torch.inference_mode():
