@@ -4,7 +4,7 @@ $SPANFILL_RESULTS, as the benchmarks do).
     python benchmarks/report.py            # prints Markdown; benchmarks/cpu.sh runs it last
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
-span_cut.json and replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table
+span_cut.json, int8.json and replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table
 out. Nothing here measures anything: every number is copied from a result file, with the command
 that wrote it.
 """
@@ -41,7 +41,8 @@ def ms(x: float) -> str:
 
 def engine_line(info: dict) -> str:
     steps = "compiled steps" if info.get("compiled") else "eager"
-    return (f"{info.get('params', 0) / 1e6:.1f}M-parameter model, {info.get('dtype')} on {info.get('device')}, "
+    int8 = " with int8 matmuls" if info.get("int8_matmuls") else ""
+    return (f"{info.get('params', 0) / 1e6:.1f}M-parameter model, {info.get('dtype')}{int8} on {info.get('device')}, "
             f"{steps}, L={info.get('span_length')}")
 
 
@@ -161,6 +162,26 @@ def span_cut_section(r: dict) -> list[str]:
             table(["task", "span", "tasks", "exact match", "edit sim.", "median ms", "p95 ms", "forward passes"], rows)]
 
 
+def int8_section(r: dict) -> list[str]:
+    order = {"single": 0, "multi": 1}
+    rows = [[x["kind"] + "-line", f"T={x['steps']}" if x["mode"] == "diffusion" else "AR", x["dtype"], x["tasks"],
+             pct(x["exact_match"]), pct(x["shown_exact_match"]), f"{x['edit_similarity']:.3f}",
+             ms(x["latency_median_ms"]), ms(x["latency_p95_ms"])]
+            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["mode"] == "ar", x["dtype"]))]
+    by = {(x["kind"], x["mode"], x["dtype"]): x["latency_median_ms"] for x in r["rows"]}
+    gains = ", ".join(f"{kind}-line {'AR' if mode == 'ar' else 'T=' + str(r['steps'])} "
+                      f"{by[kind, mode, 'fp32'] / by[kind, mode, 'int8']:.2f}x"
+                      for kind in ("single", "multi") for mode in ("diffusion", "ar") if (kind, mode, "int8") in by)
+    compile_s = {dtype: info.get("compile_seconds") for dtype, info in r["engines"].items()}
+    compiled = (f"; compile {compile_s['fp32']:.0f} s (fp32) vs {compile_s['int8']:.0f} s (int8)"
+                if None not in compile_s.values() else "")
+    return [f"**int8 matmuls** (`{r['command']}`; {engine_line(r['engines']['fp32'])}): the fp32 engine against "
+            f"the same weights with int8 matmuls (`dtype` `int8`, the default on a CPU without fast bf16), two "
+            f"engines in one process alternating task by task{compiled}; median speed-up of int8 {gains}:", "",
+            table(["task", "decoding", "matmuls", "tasks", "exact match (raw)", "exact match (shown)", "edit sim.",
+                   "median ms", "p95 ms"], rows)]
+
+
 def replay_section(r: dict) -> list[str]:
     lat, src, req = r["latency_ms"], r["latency_ms_by_source"], r["requests"]
     server = r.get("server", {})
@@ -228,7 +249,8 @@ def machine_line() -> str | None:
 def main() -> int:
     sections = [line] if (line := machine_line()) else []
     for name, render in (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
-                         ("limit", limit_section), ("span_cut", span_cut_section), ("replay", replay_section)):
+                         ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
+                         ("replay", replay_section)):
         report = load(name)
         if report is not None:
             sections.append("\n".join(render(report)))

@@ -38,6 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import types
 
 import torch
 
@@ -75,6 +76,18 @@ def forget_autotune_timings() -> bool:
     return True
 
 
+def own_code(method):
+    """`method` bound to a copy of its function with a code object of its own. Dynamo keeps compiled
+    graphs per code object, at most 8 (recompile_limit), so the steps of two engines in one process
+    (a server that reloads its model after a settings change; a benchmark comparing two) would share
+    one list: the second warm-up's prefill graphs (6 of them) would pass the limit, Dynamo would
+    silently run those cases eagerly, and the first engine's graphs, frozen weights and all, would
+    outlive it. With a code object per engine its graphs go when it goes."""
+    fn = method.__func__
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    return types.MethodType(copy, method.__self__)
+
+
 class CompiledSteps:
     def __init__(self, model: SpanfillModel, span_length: int, eom_id: int, pad_id: int,
                  shrink_to: tuple[int, ...] = ()):
@@ -88,9 +101,9 @@ class CompiledSteps:
         self.error: str | None = None
         self.compile_seconds: float | None = None
         self._done = threading.Event()
-        self._denoise = torch.compile(self._denoise_step)
-        self._token = torch.compile(self._token_step)
-        self._prefill = torch.compile(self.model.encode_context, dynamic=True)
+        self._denoise = torch.compile(own_code(self._denoise_step))
+        self._token = torch.compile(own_code(self._token_step))
+        self._prefill = torch.compile(own_code(self.model.encode_context), dynamic=True)
         self._left: dict[int, torch.Tensor] = {}
         self._warming = True          # while warming up: compile; afterwards: never
         self.strict = False           # benchmarks: a call that cannot use a compiled graph raises

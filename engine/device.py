@@ -1,4 +1,5 @@
-"""Device and dtype selection: bf16 where the hardware runs it fast, fp32 otherwise.
+"""Device and dtype selection: bf16 where the hardware runs it fast, fp32 otherwise, with most
+matmuls in int8 on such a CPU (quantize.py).
 
 On CPU, bf16 matmuls are only fast with AMX or AVX-512-BF16 (about 9x fp32 on these machines);
 elsewhere bf16 is emulated and slower than fp32, so we detect the ISA instead of assuming.
@@ -47,13 +48,27 @@ def pick_device(name: str = "auto") -> torch.device:
 def pick_dtype(device: torch.device, name: str = "auto") -> torch.dtype:
     if name != "auto":
         dtypes = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
-                  "fp16": torch.float16, "float16": torch.float16}
+                  "fp16": torch.float16, "float16": torch.float16, "int8": torch.float32}
         if name not in dtypes:
-            raise ValueError(f"unknown dtype {name!r}; use one of auto, bf16, fp32, fp16")
+            raise ValueError(f"unknown dtype {name!r}; use one of auto, bf16, fp32, fp16, int8")
         return dtypes[name]
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
+
+
+def wants_int8(device: torch.device, name: str = "auto") -> bool:
+    """Whether the fp32 model's matmuls run in int8 (quantize.py): asked for by name ("int8"), or by
+    default ("auto") on a CPU without fast bf16, where the engine would otherwise run them in fp32."""
+    from .quantize import int8_supported
+    if name == "int8":
+        if device.type != "cpu":
+            raise ValueError(f"dtype int8 is for the CPU, not {device}; use bf16 or fp16 there")
+        if not int8_supported():
+            raise ValueError("dtype int8 needs torch's quantized CPU engine (fbgemm), which this torch build "
+                             "lacks; use fp32")
+        return True
+    return name == "auto" and device.type == "cpu" and not cpu_has_fast_bf16() and int8_supported()
 
 
 def autocast_dtype(device: torch.device) -> torch.dtype | None:

@@ -21,10 +21,11 @@ from .compiled import CompiledSteps
 from .context_cache import ContextCache
 from .cuda_step import StaticSpanDenoiser
 from .denoise import DenoiseConfig, ar_decode, denoise, shrink_lengths
-from .device import pick_device, pick_dtype, set_threads
+from .device import pick_device, pick_dtype, set_threads, wants_int8
 from .healing import Healer, Healing
 from .model import SpanfillModel
 from .prompt import Budget, context_ids
+from .quantize import quantize_int8
 from .tokenizer import Tokenizer
 
 MAX_SPAN = 256
@@ -75,6 +76,8 @@ class Engine:
         torch's setting as it is."""
         dev = pick_device(device)
         model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
+        if wants_int8(dev, dtype):
+            quantize_int8(model)
         if threads is not None:
             set_threads(threads)
         engine = cls(model, tok, name=str(Path(path) if path else DEFAULT_MODEL_DIR))
@@ -102,6 +105,7 @@ class Engine:
         w = self.model.embed.weight
         cfg = self.model.cfg
         return {"model": self.name, "device": str(w.device), "dtype": str(w.dtype).replace("torch.", ""),
+                "int8_matmuls": self.model.head is not None,
                 "params": self.model.num_params(), "span_length": cfg.span_length, "steps": cfg.steps,
                 "max_context_tokens": cfg.max_context_tokens, "max_positions": cfg.max_positions,
                 "threads": self.threads,

@@ -80,6 +80,8 @@ class SpanfillModel(nn.Module):
         self.embed = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
+        # the vocabulary projection, when it is not the tied embedding's fp32 matmul (quantize.py)
+        self.head: nn.Module | None = None
         cos, sin = rope_tables(cfg)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -100,6 +102,8 @@ class SpanfillModel(nn.Module):
         return (self.rope_cos[positions][:, None].to(dtype), self.rope_sin[positions][:, None].to(dtype))
 
     def logits(self, h: torch.Tensor) -> torch.Tensor:
+        if self.head is not None:
+            return self.head(self.norm(h))
         return F.linear(self.norm(h), self.embed.weight)
 
     # ---- training ------------------------------------------------------------------------------

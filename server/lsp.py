@@ -103,7 +103,9 @@ class SpanfillServer(LanguageServer):
             engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype,
                                                        settings.engine_threads)
             self._loaded = settings
-            done = "model ready: {model} ({device}, {dtype}, {params:,} parameters)".format(**engine.info)
+            info = engine.info
+            dtype = info["dtype"] + (" with int8 matmuls" if info["int8_matmuls"] else "")
+            done = f"model ready: {info['model']} ({info['device']}, {dtype}, {info['params']:,} parameters)"
             log.info("%s", done)
         except Exception as err:
             done = f"spanfill: could not load model {name}: {err}"

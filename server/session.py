@@ -57,6 +57,7 @@ class Session:
             "model": info.get("model"),
             "device": info.get("device"),
             "dtype": info.get("dtype"),
+            "int8Matmuls": info.get("int8_matmuls"),   # fp32 model, most matmuls int8 (quantize.py)
             "threads": info.get("threads"),
             "params": info.get("params"),
             "compiled": info.get("compiled"),

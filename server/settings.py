@@ -16,7 +16,7 @@ from ..engine.api import MAX_STEPS, RULES
 
 SECTION = "spanfill"
 DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
-DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16")
+DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 
 
 @dataclass(frozen=True)

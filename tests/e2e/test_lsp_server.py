@@ -53,6 +53,7 @@ async def test_initialize_advertises_inline_completion(client: LanguageClient):
     assert st.state == "ready"
     assert st.compile == "off" and st.compiledFallbacks is None  # the tests' servers stay eager
     assert st.threads == max(1, TORCH_DEFAULT_THREADS - 1)        # one core left to the editor
+    assert st.dtype == "float32" and st.int8Matmuls is False      # the tests ask for fp32
 
 
 async def test_items_replace_an_empty_range_at_the_cursor(client: LanguageClient):

@@ -4,10 +4,11 @@ import shutil
 
 import pytest
 import torch
+from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.codecache import PersistentCache
 
 from spanfill.engine import CompletionRequest, Engine
-from spanfill.engine.compiled import forget_autotune_timings
+from spanfill.engine.compiled import forget_autotune_timings, own_code
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 
@@ -15,12 +16,16 @@ HAS_CXX = any(shutil.which(c) for c in ("c++", "g++", "clang++"))
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler; test_a_failed_compile covers the fallback")
-def test_compiled_steps_decode_like_eager(tiny_dir):
-    eager = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
-    fast = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
+@pytest.mark.parametrize("dtype", ["fp32", "int8"])   # int8: the custom op inside the graphs (quantize.py)
+def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
+    eager = Engine.load(tiny_dir, device="cpu", dtype=dtype, warmup=False, compile=False)
+    fast = Engine.load(tiny_dir, device="cpu", dtype=dtype, warmup=False, compile=False)
     counters = torch._dynamo.utils.counters
     frames, unsupported = dict(counters["frames"]), dict(counters["unimplemented"])
     compiled = fast.compile(wait=True)
+    # every prefill case has a graph of this engine's own (the parametrized cases compile one engine
+    # after the other in one process: with shared code, the second would find Dynamo's limit reached)
+    assert len(graphs_of(compiled._prefill)) == 6
     # each step compiled whole: no frame Dynamo gave up on (it would run eagerly, piecemeal)
     assert counters["frames"]["total"] - frames.get("total", 0) == counters["frames"]["ok"] - frames.get("ok", 0)
     assert dict(counters["unimplemented"]) == unsupported
@@ -76,6 +81,27 @@ def test_compiled_steps_decode_like_eager(tiny_dir):
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, rule="threshold", steps=2))
     fast.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, rule="fixed", steps=2))
     assert calls["span"] == before["span"]
+
+
+def graphs_of(compiled_fn) -> list:
+    """The graphs Dynamo holds for a torch.compile'd (bound) function."""
+    return _debug_get_cache_entry_list(compiled_fn._torchdynamo_orig_callable.__func__.__code__)
+
+
+class Doubler:
+    def __init__(self, k):
+        self.k = k
+
+    def step(self, x):
+        return x * self.k
+
+
+def test_each_instance_compiles_into_graphs_of_its_own():
+    steps = [torch.compile(own_code(Doubler(k).step)) for k in range(10)]   # more than Dynamo's limit of 8
+    for k, step in enumerate(steps):
+        assert torch.equal(step(torch.ones(3)), torch.full((3,), float(k)))
+    assert all(len(graphs_of(step)) == 1 for step in steps)
+    assert own_code(Doubler(1).step).__func__.__code__ is not Doubler.step.__code__
 
 
 def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
