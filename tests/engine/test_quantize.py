@@ -20,7 +20,7 @@ def relative_error(got, want):
 
 def test_int8_linear_is_close_to_the_fp32_matmul():
     torch.manual_seed(0)
-    weight, x = torch.randn(96, 64), torch.randn(2, 5, 64)     # a batch of spans: [B, L, K]
+    weight, x = nn.Parameter(torch.randn(96, 64), requires_grad=False), torch.randn(2, 5, 64)   # x: [B, L, K]
     layer = Int8Linear(weight)
     with torch.inference_mode():
         out = layer(x)
@@ -36,6 +36,7 @@ def test_int8_linear_is_close_to_the_fp32_matmul():
 
 def test_quantize_int8_replaces_the_layers_it_names_and_keeps_w2(model_and_tok):
     model, _ = model_and_tok
+    params = model.num_params()
     h = torch.randn(1, 8, model.cfg.dim)
     with torch.inference_mode():
         want = model.logits(h)
@@ -46,6 +47,7 @@ def test_quantize_int8_replaces_the_layers_it_names_and_keeps_w2(model_and_tok):
         assert type(block.mlp.w2) is nn.Linear    # its input's outlier channels need fp32
     assert isinstance(model.head, Int8Linear) and model.embed.weight.dtype == torch.float32
     assert relative_error(got, want) < 0.03
+    assert model.num_params() == params      # the same weights, the embedding's counted once
 
 
 def test_only_an_fp32_cpu_model_is_quantized(model_and_tok):
@@ -73,7 +75,7 @@ def test_int8_without_the_quantized_engine_is_a_clear_error(monkeypatch):
 
 
 def test_a_released_layer_frees_its_packed_weight():
-    layer = Int8Linear(torch.randn(16, 8))
+    layer = Int8Linear(nn.Parameter(torch.randn(16, 8)))
     handle = layer.handle
     assert handle in quantize._PACKED
     del layer
