@@ -4,19 +4,18 @@ Where the CPU has no AMX or AVX-512-BF16 (device.py), the engine runs fp32, and 
 by its matmuls, which at the span's shapes (16 or 32 rows) run far below the CPU's fp32 peak: on a
 2-core AVX2 EPYC the vocabulary projection of 32 positions ran at ~60 GFLOP/s as Inductor's compiled
 GEMM (2.8 ms of an 8-ms step), the same shape at ~270 GOP/s through fbgemm's dynamic int8 linear.
-So the linear layers and the vocabulary projection can run as fbgemm's int8 linear: weights
-quantized once, symmetric per output channel; activations quantized per call (dynamic, 7-bit, as
-fbgemm needs on CPUs without VNNI); int32 accumulation; fp32 out. Norms, attention and the KV cache
-stay fp32.
+So most linear layers and the vocabulary projection can run as fbgemm's int8 linear (`quantize_int8`
+says which and why not the others): weights quantized once, symmetric per output channel;
+activations quantized per call (dynamic, 7-bit, as fbgemm needs on CPUs without VNNI); int32
+accumulation; fp32 out. Norms, attention and the KV cache stay fp32.
 
-The op is a torch custom op, so the compiled steps (compiled.py) call it as one opaque kernel:
-Dynamo cannot trace fbgemm's packed-weight object, so the packed weights live in a process-wide
-registry and the graph holds their integer handle.
+The op is registered with torch.library, so the compiled steps (compiled.py) call it as one opaque
+kernel: Dynamo cannot trace fbgemm's packed-weight object, so the packed weights live in a
+process-wide registry and the graph holds their integer handle.
 """
 from __future__ import annotations
 
 import itertools
-import logging
 import warnings
 import weakref
 
@@ -26,7 +25,6 @@ import torch.nn.functional as F
 
 from .model import SpanfillModel
 
-log = logging.getLogger(__name__)
 _PACKED: dict[int, object] = {}          # handle -> fbgemm packed weight
 _HANDLES = itertools.count()
 # activations in 7 bits: without VNNI, fbgemm adds pairs of u8 x s8 products in int16, which 8-bit
@@ -94,7 +92,7 @@ class Int8Linear(nn.Module):
 
 def quantize_int8(model: SpanfillModel) -> SpanfillModel:
     """In place: the blocks' attention projections and SwiGLU input projection, and the vocabulary
-    projection, as Int8Linear. For inference only (the int8 layers have no trainable weights); the
+    projection, as Int8Linear. For inference only (no gradient flows through the int8 op); the
     embedding lookup stays fp32, and so does the SwiGLU output projection (w2): its input (the
     gated product) has a few channels far larger than the rest, which one activation scale per
     call cannot hold. Measured on the shipped model's first span step over 60 held-out contexts, KL
