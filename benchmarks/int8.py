@@ -68,7 +68,8 @@ def main(argv=None) -> int:
               f"EM {r['exact_match']:.1%}  shown EM {r['shown_exact_match']:.1%}  ES {r['edit_similarity']:.3f}")
     info = {dtype: engine.info for dtype, engine in engines.items()}
     for dtype, engine_info in info.items():
-        print(f"{dtype}: compiled in {engine_info['compile_seconds']:.0f} s, fallbacks {engine_info['compiled_fallbacks']}")
+        if engine_info["compiled"]:
+            print(f"{dtype}: compiled in {engine_info['compile_seconds']:.0f} s, fallbacks {engine_info['compiled_fallbacks']}")
     out = write("int8", {"engines": info, "steps": args.steps, "rows": rows,
                          "command": "python benchmarks/int8.py " + " ".join(argv if argv is not None else sys.argv[1:])})
     print(f"wrote {out}")
