@@ -32,6 +32,15 @@ def load_engine(model, eager: bool = False, before_compile=None, **kw):
     return engine
 
 
+def add_task_args(ap) -> None:
+    """The arguments of a benchmark that decodes held-out tasks (`spanfill eval`'s task builder)."""
+    ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
+    ap.add_argument("--data", type=Path, default=Path("data"), help="`spanfill data` output with held_out.jsonl")
+    ap.add_argument("--single", type=int, default=300)
+    ap.add_argument("--multi", type=int, default=150)
+    ap.add_argument("--steps", type=int, default=4)
+
+
 def compiled_step(engine, span, context_len: int, kv):
     """A callable running the engine's compiled denoising step once (forward, pick, commit: the first
     of 4 steps) on copies of a fresh span, with inference tensors as the engine passes them."""

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import load_engine, percentile, write  # noqa: E402
+from common import add_task_args, load_engine, percentile, write  # noqa: E402
 
 from spanfill.engine import CompletionRequest  # noqa: E402
 from spanfill.engine.corpus import read_split  # noqa: E402
@@ -27,11 +27,7 @@ SETTINGS = ("fp32", "int8")
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
-    ap.add_argument("--data", type=Path, default=Path("data"), help="`spanfill data` output with held_out.jsonl")
-    ap.add_argument("--single", type=int, default=300)
-    ap.add_argument("--multi", type=int, default=150)
-    ap.add_argument("--steps", type=int, default=4)
+    add_task_args(ap)
     args = ap.parse_args(argv)
     engines = {dtype: load_engine(args.model, dtype=dtype) for dtype in SETTINGS}
     L = engines["fp32"].model.cfg.span_length

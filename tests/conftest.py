@@ -2,6 +2,7 @@
 random-weight checkpoint, and the shipped model where it exists. Engines and the servers the tests
 start stay eager (SPANFILL_COMPILE=0): the compiled steps have their own test, and a background
 compile in every server would cost each test seconds of CPU."""
+import json
 import os
 from pathlib import Path
 
@@ -61,3 +62,14 @@ def _model_that_says(prefix: str, suffix: str, wanted, dtype: str, directory: Pa
 def e2e_model(tiny_model) -> Path:
     """The model the end-to-end protocol tests serve: the shipped one once it exists."""
     return SHIPPED_MODEL if (SHIPPED_MODEL / "model.safetensors").is_file() else tiny_model
+
+
+@pytest.fixture
+def held_out_data(tmp_path) -> Path:
+    """A `spanfill data` directory whose held-out split is four copies of the sample code."""
+    from spanfill.engine.testing import SAMPLE_CODE
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held_out.jsonl").write_text("".join(json.dumps({"path": f"pkg/m{i}.py", "text": SAMPLE_CODE}) + "\n"
+                                                 for i in range(4)))
+    return data

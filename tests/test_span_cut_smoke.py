@@ -9,16 +9,11 @@ import common  # noqa: E402
 import span_cut  # noqa: E402
 
 import spanfill.engine.engine as engine_module  # noqa: E402
-from spanfill.engine.testing import SAMPLE_CODE  # noqa: E402
 
 
-def test_span_cut_compares_both_settings_on_the_same_tasks(shipped_model, tmp_path, monkeypatch, capsys):
+def test_span_cut_compares_both_settings_on_the_same_tasks(shipped_model, held_out_data, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(common, "RESULTS", tmp_path)
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "held_out.jsonl").write_text("".join(json.dumps({"path": f"pkg/m{i}.py", "text": SAMPLE_CODE}) + "\n"
-                                                 for i in range(4)))
-    assert span_cut.main(["--model", str(shipped_model), "--data", str(data), "--single", "4", "--multi", "2"]) == 0
+    assert span_cut.main(["--model", str(shipped_model), "--data", str(held_out_data), "--single", "4", "--multi", "2"]) == 0
     result = json.loads((tmp_path / "span_cut.json").read_text())
     rows = {(r["kind"], r["setting"]): r for r in result["rows"]}
     assert set(rows) == {(k, s) for k in ("single", "multi") for s in ("cut", "whole")}
