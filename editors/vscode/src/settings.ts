@@ -80,6 +80,7 @@ export interface ServerStatus {
   model?: string | null;
   device?: string | null;
   dtype?: string | null;
+  int8Matmuls?: boolean | null;
   threads?: number | null;
   cacheHitRate?: number | null;
   latencyMs?: { count?: number; last?: number; p50?: number; p90?: number; p95?: number; p99?: number };
@@ -120,7 +121,7 @@ export function statusTooltip(status: ServerStatus): string {
   const lat = status.latencyMs ?? {};
   return [
     `model: ${status.model ?? "?"}`,
-    `device: ${status.device ?? "?"} (${status.dtype ?? "?"}${status.threads ? `, ${status.threads} CPU thread${status.threads === 1 ? "" : "s"}` : ""})`,
+    `device: ${status.device ?? "?"} (${status.dtype ?? "?"}${status.int8Matmuls ? " with int8 matmuls" : ""}${status.threads ? `, ${status.threads} CPU thread${status.threads === 1 ? "" : "s"}` : ""})`,
     `typing-through cache hit rate: ${percent(status.cacheHitRate)}`,
     `latency p50 ${ms(lat.p50)}, p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)} over ${lat.count ?? 0} requests`,
     `accepted ${status.accepted ?? 0}, rejected ${status.rejected ?? 0} (${percent(status.acceptanceRate)})`,

@@ -65,5 +65,7 @@ test("status text shows model name, device and the last latency", () => {
 test("the tooltip names the device, dtype and CPU threads", () => {
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "bfloat16", threads: 1 }), /device: cpu \(bfloat16, 1 CPU thread\)/);
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "float32", threads: 3 }), /\(float32, 3 CPU threads\)/);
+  assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "float32", int8Matmuls: true, threads: 1 }),
+    /\(float32 with int8 matmuls, 1 CPU thread\)/);
   assert.match(statusTooltip({ state: "ready", device: "cuda:0", dtype: "bfloat16" }), /device: cuda:0 \(bfloat16\)/);
 });
