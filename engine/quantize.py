@@ -34,7 +34,8 @@ REDUCE_RANGE = True
 
 
 def int8_supported() -> bool:
-    """Whether this torch build has the quantized CPU engine the int8 linear runs on."""
+    """Whether this torch build has the quantized CPU engine the int8 linear runs on (torch lists
+    fbgemm, and x86 which uses it, only where the CPU has AVX2)."""
     return bool({"fbgemm", "x86"} & set(torch.backends.quantized.supported_engines))
 
 
