@@ -1,4 +1,4 @@
-"""fp32 against int8 matmuls (engine/quantize.py, `--dtype int8`) in one process: the shipped model
+"""fp32 against int8 matmuls (engine/quantize.py, `dtype` `int8`) in one process: the shipped model
 loaded twice, both with their compiled CPU steps, decoding the same held-out single- and multi-line
 tasks at T=4 and in AR mode, the two alternating task by task (which goes first alternates too), so
 both see the same machine. Latency, exact match (raw and as the editor shows it), edit similarity

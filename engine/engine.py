@@ -75,8 +75,9 @@ class Engine:
         leaves the engine still serving its threads) and before anything is compiled; None = leave
         torch's setting as it is."""
         dev = pick_device(device)
+        int8 = wants_int8(dev, dtype)   # an impossible int8 request fails before the model loads
         model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
-        if wants_int8(dev, dtype):
+        if int8:
             quantize_int8(model)
         if threads is not None:
             set_threads(threads)
