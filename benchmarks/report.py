@@ -1,28 +1,50 @@
-"""Render the README's benchmark tables from what the benchmarks wrote to benchmarks/results/ (or to
-$SPANFILL_RESULTS, as the benchmarks do).
+"""Write benchmarks/README.md: the benchmark tables, rendered from the result files the benchmarks
+wrote under benchmarks/results/ (one section per directory: one machine and dtype each).
 
-    python benchmarks/report.py            # prints Markdown; benchmarks/cpu.sh runs it last
+    python benchmarks/report.py                # regenerates benchmarks/README.md (cpu.sh runs it last)
+    python benchmarks/report.py --out -        # prints it instead
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
-span_cut.json, int8.json and replay.json (and the replay's thread/load variants, replay_*.json); a missing file leaves its table
-out. Nothing here measures anything: every number is copied from a result file, with the command
-that wrote it.
+span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json), and
+gpu_latency.json (gpu.sh); a missing file leaves its table out. Nothing here measures anything: every
+number is copied from a result file, beside the command that wrote it, the date it was written and
+the machine it names.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
-from spanfill.engine.evaluate import decoding_label
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+README = HERE / "README.md"
+GOALS = {"speed_vs_ar": 4.0, "speed_vs_generate": 4.0, "step_vs_stream_bound": 2.0, "exact_match_t4": 0.25,
+         "em_points_below_ar": 3.0, "speed_at_equal_em": 3.0}   # issues 5 and 6
 
-RESULTS = Path(os.environ.get("SPANFILL_RESULTS") or Path(__file__).parent / "results")   # as common.py
 
-
-def load(name: str) -> dict | None:
-    path = RESULTS / f"{name}.json"
+def load(directory: Path, name: str) -> dict | None:
+    path = directory / f"{name}.json"
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def written_on(path: Path, report: dict) -> str:
+    """The day a result file was written: its own `date` field, else its last commit's date while the
+    file is unchanged since, else its modification time."""
+    if report.get("date") or report.get("machine", {}).get("date"):
+        return report.get("date") or report["machine"]["date"]
+    try:
+        git = lambda *a: subprocess.run(["git", *a, "--", path.name], cwd=path.parent, capture_output=True,  # noqa: E731
+                                        text=True, check=True).stdout.strip()
+        if not git("status", "--porcelain") and (day := git("log", "-1", "--format=%cs")):
+            return day
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return date.fromtimestamp(path.stat().st_mtime).isoformat()
 
 
 def table(header: list[str], rows: list[list]) -> str:
@@ -39,6 +61,14 @@ def ms(x: float) -> str:
     return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
 
 
+def decoding_label(row: dict) -> str:
+    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' (the default rule goes unnamed)."""
+    if row["mode"] == "ar":
+        return "AR"
+    rule = row.get("rule", "content")
+    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+
+
 def engine_line(info: dict) -> str:
     steps = "compiled steps" if info.get("compiled") else "eager"
     int8 = " with int8 matmuls" if info.get("int8_matmuls") else ""
@@ -47,10 +77,14 @@ def engine_line(info: dict) -> str:
 
 
 def shown(row: dict, key: str, fmt) -> str:
-    return fmt(row[key]) if key in row else "-"    # results written before the shown scores existed
+    return fmt(row[key]) if key in row else "-"    # a result file without the shown scores
 
 
-def eval_section(report: dict) -> list[str]:
+def by_kind(report: dict) -> dict:
+    return {(r["kind"], decoding_label(r)): r for r in report["results"]}
+
+
+def eval_section(report: dict, where: str = "") -> list[str]:
     rows = []
     for r in sorted(report["results"], key=lambda r: (r["kind"] != "single", r["mode"] == "ar", r.get("rule", ""),
                                                      r["steps"] or 0)):
@@ -59,11 +93,11 @@ def eval_section(report: dict) -> list[str]:
                      shown(r, "shown_edit_similarity", "{:.3f}".format), ms(r["latency_median_ms"]),
                      ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}",
                      shown(r, "shown_chars_mean", "{:.1f}".format), shown(r, "reference_chars_mean", "{:.1f}".format)])
-    out = [f"**Held-out quality and latency** ({engine_line(report['model'])}; `{report['command']}`). "
+    out = [f"**Held-out quality and latency** ({where}{engine_line(report['model'])}; `{report['command']}`). "
            "*raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows:", "",
            table(["task", "decoding", "tasks", "exact match (raw)", "edit sim. (raw)", "exact match (shown)",
                   "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes", "chars shown", "chars in reference"], rows)]
-    by = {(r["kind"], decoding_label(r)): r for r in report["results"]}
+    by = by_kind(report)
     ar = by.get(("single", "AR"))
     for steps in (4, 8):    # the goals' T, and T=8 (one token per pass on most single lines) beside it
         d = by.get(("single", f"diffusion T={steps}"))
@@ -75,16 +109,14 @@ def eval_section(report: dict) -> list[str]:
     return out
 
 
-def sweep_section(report: dict) -> list[str]:
+def sweep_section(report: dict, where: str = "") -> list[str]:
     rows = [[r["name"], r["kind"], ms(r["latency_median_ms"]), ms(r["latency_p95_ms"]), f"{r['tokens_per_s']:.0f}",
              pct(r["exact_match"]), f"{r['edit_similarity']:.3f}"] for r in report["rows"]]
-    out = [f"**Engine sweep** ({report['tasks']} held-out single-line tasks, {engine_line(report['engine'])}; "
+    out = [f"**Engine sweep** ({where}{report['tasks']} held-out single-line tasks, {engine_line(report['engine'])}; "
            f"`{report['command']}`). *warm*: the task's context is already in the KV cache, as while typing; "
            "*cold*: the context is encoded inside the timed call (the like-for-like comparison with `generate()`).", "",
            table(["decoding", "context", "p50 ms", "p95 ms", "tokens/s", "exact match", "edit sim."], rows)]
-    by = {(r["name"], r["kind"]): r for r in report["rows"]}
-    d4 = by.get(("diffusion L=32 T=4", "cold"))
-    ar, hf = by.get(("AR L=32", "cold")), by.get(("transformers generate() L=32", "cold"))
+    d4, ar, hf = cold_rows(report)
     if d4 and ar and hf:
         out += ["", f"Cold, L=32, T=4 diffusion: {ar['latency_median_ms'] / d4['latency_median_ms']:.1f}x faster per "
                     f"completion than AR mode of the same weights and {hf['latency_median_ms'] / d4['latency_median_ms']:.1f}x "
@@ -98,19 +130,25 @@ def sweep_section(report: dict) -> list[str]:
     return out
 
 
-def micro_section(report: dict) -> list[str]:
+def cold_rows(report: dict) -> tuple:
+    by = {(r["name"], r["kind"]): r for r in report["rows"]}
+    return (by.get(("diffusion L=32 T=4", "cold")), by.get(("AR L=32", "cold")),
+            by.get(("transformers generate() L=32", "cold")))
+
+
+def micro_section(report: dict, where: str = "") -> list[str]:
     rows = [[r["what"], ms(r["median_ms"]), ms(r["p95_ms"])] for r in report["rows"]]
-    out = [f"**Per step and per completion** ({engine_line(report['engine'])}, context of {report['context_tokens']} "
-           "tokens cached; `python benchmarks/engine_micro.py --model DEFAULT`):", "",
+    out = [f"**Per step and per completion** ({where}{engine_line(report['engine'])}, context of "
+           f"{report['context_tokens']} tokens cached; `python benchmarks/engine_micro.py --model DEFAULT`):", "",
            table(["what", "median ms", "p95 ms"], rows)]
     seconds = report["engine"].get("compile_seconds")
-    if seconds:   # written since the engine reports it
+    if seconds:
         out += ["", f"Compiling the steps (in the background, at load) took {seconds:.0f} s in this run."]
     return out
 
 
 def cached_bound(r: dict) -> str:
-    if "weight_read_bound_ms" not in r:   # written before the weight-sized read was measured
+    if "weight_read_bound_ms" not in r:
         return ""
     return (f"; reading them at the {r['weight_sized_read_bandwidth_gbs']:.1f} GB/s measured on a weight-sized "
             f"array (cache-resident, as the weights are between steps) takes {ms(r['weight_read_bound_ms'])} ms "
@@ -118,16 +156,17 @@ def cached_bound(r: dict) -> str:
 
 
 def kv_bound(r: dict) -> str:
-    if "weight_and_kv_stream_bound_ms" not in r:   # written before the cached keys and values were counted
+    if "weight_and_kv_stream_bound_ms" not in r:
         return ""
     return (f", or {ms(r['weight_and_kv_stream_bound_ms'])} ms with the {r['kv_bytes'] / 1e6:.1f} MB of cached keys "
             f"and values its attention reads too (**{r['ratio_to_weight_and_kv_stream_bound']}x**)")
 
 
-def limit_section(r: dict) -> list[str]:
+def limit_section(r: dict, where: str = "") -> list[str]:
     kind = "compiled" if r["engine"].get("compiled") else "eager"
     eager = f" (eager: {ms(r['eager_step']['median_ms'])} ms)" if "eager_step" in r and kind == "compiled" else ""
-    return [f"**Limit** (`python benchmarks/limit.py`): one {kind} span step (L={r['span_length']}, context {r['context_tokens']}) "
+    return [f"**Limit** ({where}{r['engine'].get('dtype')}; `python benchmarks/limit.py`): one {kind} span step "
+            f"(L={r['span_length']}, context {r['context_tokens']}) "
             f"takes {ms(r['step']['median_ms'])} ms{eager}; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
             f"measured {r['read_bandwidth_gbs']:.1f} GB/s DRAM read rate takes {ms(r['weight_stream_bound_ms'])} ms "
             f"(**{r['ratio_to_weight_stream_bound']}x**){kv_bound(r)}{cached_bound(r)}, and its {r['step_gflop']:.2f} GFLOP at the measured "
@@ -137,7 +176,7 @@ def limit_section(r: dict) -> list[str]:
 
 def breakdown(r: dict) -> str:
     b = r.get("step_breakdown_ms")
-    if not b:    # written before the step was profiled, or measured on a GPU
+    if not b:    # not profiled (a GPU run)
         return ""
     share = lambda part: f"{100 * b[part] / b['profiled_ms']:.0f}%"   # noqa: E731
     compiled = r["engine"].get("compiled")
@@ -148,21 +187,21 @@ def breakdown(r: dict) -> str:
             f"(PyTorch's flash-attention kernel) and {share('other')} in {other}.")
 
 
-def span_cut_section(r: dict) -> list[str]:
+def span_cut_section(r: dict, where: str = "") -> list[str]:
     rows = [[r_["kind"] + "-line", r_["setting"], r_["tasks"], pct(r_["exact_match"]), f"{r_['edit_similarity']:.3f}",
              ms(r_["latency_median_ms"]), ms(r_["latency_p95_ms"]), f"{r_['forward_passes_mean']:.2f}"]
             for r_ in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["setting"] != "whole"))]
     by = {(x["kind"], x["setting"]): x["latency_median_ms"] for x in r["rows"]}
     gains = ", ".join(f"{kind}-line {by[kind, 'whole'] / by[kind, 'cut']:.2f}x" for kind in ("single", "multi")
                       if (kind, "cut") in by and (kind, "whole") in by)
-    return [f"**Span cut** (`{r.get('command', 'python benchmarks/span_cut.py')}`; {engine_line(r['engine'])}, "
+    return [f"**Span cut** ({where}`{r.get('command', 'python benchmarks/span_cut.py')}`; {engine_line(r['engine'])}, "
             f"T={r['steps']}): the span cut to {', '.join(map(str, r['cut_to']))} once its tail is committed pads "
             f"(*cut*, the default) against the whole span for every step (*whole*), alternating task by task in one "
             f"process; median speed-up {gains}:", "",
             table(["task", "span", "tasks", "exact match", "edit sim.", "median ms", "p95 ms", "forward passes"], rows)]
 
 
-def int8_section(r: dict) -> list[str]:
+def int8_section(r: dict, where: str = "") -> list[str]:
     order = {"single": 0, "multi": 1}
     rows = [[x["kind"] + "-line", f"T={x['steps']}" if x["mode"] == "diffusion" else "AR", x["dtype"], x["tasks"],
              pct(x["exact_match"]), pct(x["shown_exact_match"]), f"{x['edit_similarity']:.3f}",
@@ -175,14 +214,14 @@ def int8_section(r: dict) -> list[str]:
     compile_s = {dtype: info.get("compile_seconds") for dtype, info in r["engines"].items()}
     compiled = (f"; compile {compile_s['fp32']:.0f} s (fp32) vs {compile_s['int8']:.0f} s (int8)"
                 if None not in compile_s.values() else "")
-    return [f"**int8 matmuls** (`{r['command']}`; {engine_line(r['engines']['fp32'])}): the fp32 engine against "
+    return [f"**int8 matmuls** ({where}`{r['command']}`; {engine_line(r['engines']['fp32'])}): the fp32 engine against "
             f"the same weights with int8 matmuls (`dtype` `int8`, the default on a CPU without fast bf16), two "
             f"engines in one process alternating task by task{compiled}; median speed-up of int8 {gains}:", "",
             table(["task", "decoding", "matmuls", "tasks", "exact match (raw)", "exact match (shown)", "edit sim.",
                    "median ms", "p95 ms"], rows)]
 
 
-def replay_section(r: dict) -> list[str]:
+def replay_section(r: dict, where: str = "") -> list[str]:
     lat, src, req = r["latency_ms"], r["latency_ms_by_source"], r["requests"]
     server = r.get("server", {})
     rows = [["all answered", lat.get("count"), ms(lat["p50"]), ms(lat["p95"]), ms(lat["p99"])]]
@@ -192,35 +231,17 @@ def replay_section(r: dict) -> list[str]:
     reuse = server.get("contextReuseRate")
     compiled = {True: "compiled CPU steps", False: "eager", None: "eager"}[r.get("compiled")]
     threads = f", {r['threads']} thread{'s' if r['threads'] != 1 else ''}" if r.get("threads") else ""
-    return [f"**End to end** (`{r['command']}`, server with {compiled}{threads}): held-out function bodies typed key by key through `spanfill serve` "
-            f"over stdio, one key every {r['config']['interval_ms']:.0f} ms, automatic requests with `$/cancelRequest` "
-            "of the outstanding one; round trip as the client sees it:", "",
+    dtype = f"{r.get('dtype')}{' with int8 matmuls' if server.get('int8Matmuls') else ''}"
+    return [f"**End to end** ({where}`{r['command']}`, server in {dtype} with {compiled}{threads}): held-out "
+            f"function bodies typed key by key through `spanfill serve` over stdio, one key every "
+            f"{r['config']['interval_ms']:.0f} ms, automatic requests with `$/cancelRequest` of the outstanding one; "
+            "round trip as the client sees it:", "",
             table(["requests", "count", "p50 ms", "p95 ms", "p99 ms"], rows), "",
             f"{req['sent']} sent, {req['answered']} answered, {req['cancelled']} cancelled, {req['failed']} failed; "
             f"{pct(r['typing_through']['share_answered_from_cache'] or 0)} answered from the typing-through cache; "
             + (f"context-token reuse {pct(reuse)}; " if reuse is not None else "")
             + f"superseded in the server: {server.get('superseded', 'n/a')}."
             + stages_sentence(server)]
-
-
-REPLAY_VARIANTS = ("replay", "replay_threads2", "replay_busy", "replay_busy_threads2")
-
-
-def threads_section(runs: dict[str, dict]) -> list[str]:
-    """The replay with the server's CPU threads and the machine's other load varied."""
-    def at(d: dict, q: str) -> str:
-        return ms(d[q]) if q in d else "–"
-
-    rows = []
-    for r in runs.values():
-        eng, srv = r["latency_ms_by_source"]["engine"], r["server"].get("engineMs") or {}
-        req = r["requests"]
-        rows.append([r.get("threads"), r["config"].get("background_load", 0), f"{req['answered']} / {req['sent']}",
-                     req["cancelled"], at(eng, "p50"), at(eng, "p95"), at(eng, "p99"), at(srv, "p99")])
-    return ["**Server threads on a busy machine** (the replay above with `--threads N` and `--background-load K`: K "
-            "other processes spinning on the CPU while typing; one run each):", "",
-            table(["server threads", "busy processes", "answered / sent", "cancelled", "engine-answered p50 ms",
-                   "p95 ms", "p99 ms", "engine call p99 ms (server)"], rows)]
 
 
 def stages_sentence(server: dict) -> str:
@@ -233,31 +254,207 @@ def stages_sentence(server: dict) -> str:
             + ", ".join(parts) + ".")
 
 
-def machine_line() -> str | None:
-    """Which machine the result files come from, as the benchmarks recorded it (newer files name the CPU)."""
-    for name in ("limit", "engine_micro_model", "engine_sweep", "replay"):
-        report = load(name)
-        if report is not None and "machine" in report:
-            m = report["machine"]
-            cpu = m.get("cpu_model") or m.get("processor")
-            bf16 = {True: ", fast bf16 (AVX-512-BF16/AMX)", False: ", no fast bf16"}.get(m.get("cpu_fast_bf16"), "")
-            cpus = f", {m['cpus']} CPUs" if m.get("cpus") else ""
-            return f"Measured on: {cpu}{cpus}{bf16}; torch {m.get('torch')} ({os.path.relpath(RESULTS)})"
-    return None
+REPLAY_VARIANTS = ("replay", "replay_threads2", "replay_busy", "replay_busy_threads2")
 
 
-def main() -> int:
-    sections = [line] if (line := machine_line()) else []
-    for name, render in (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
-                         ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
-                         ("replay", replay_section)):
-        report = load(name)
-        if report is not None:
-            sections.append("\n".join(render(report)))
-    variants = {name: r for name in REPLAY_VARIANTS if (r := load(name)) is not None}
+def threads_section(runs: dict[str, dict], where: str = "") -> list[str]:
+    """The replay with the server's CPU threads and the machine's other load varied."""
+    def at(d: dict, q: str) -> str:
+        return ms(d[q]) if q in d else "–"
+
+    rows = []
+    for r in runs.values():
+        eng, srv = r["latency_ms_by_source"]["engine"], r["server"].get("engineMs") or {}
+        req = r["requests"]
+        rows.append([r.get("threads"), r["config"].get("background_load", 0), f"{req['answered']} / {req['sent']}",
+                     req["cancelled"], at(eng, "p50"), at(eng, "p95"), at(eng, "p99"), at(srv, "p99")])
+    return [f"**Server threads on a busy machine** ({where}the replay above with `--threads N` and "
+            "`--background-load K`: K other processes spinning on the CPU while typing; one run each; "
+            "`benchmarks/cpu.sh` runs all four):", "",
+            table(["server threads", "busy processes", "answered / sent", "cancelled", "engine-answered p50 ms",
+                   "p95 ms", "p99 ms", "engine call p99 ms (server)"], rows)]
+
+
+def gpu_section(r: dict, where: str = "") -> list[str]:
+    rows = [[x["span_length"], "AR" if x["mode"] == "ar" else f"T={x['steps']}", x.get("path", "-"),
+             ms(x["median_ms"]), ms(x["p95_ms"]), x.get("steps_run", "-"), x.get("speedup_vs_ar", "-")]
+            for x in r.get("engine_rows", [])]
+    kernels = [[x["op"], x["rows"], x["vocab"], x["us_per_call"]] for x in r.get("kernel_rows", [])]
+    return [f"**GPU latency** ({where}{r.get('model')} model, {engine_line(r.get('engine', {}))}; "
+            "`bash benchmarks/gpu.sh`, which runs `benchmarks/gpu_sweep.py`):", "",
+            table(["L", "decoding", "path", "median ms", "p95 ms", "steps run", "vs AR"], rows), "",
+            table(["op", "rows", "vocabulary", "µs per call"], kernels)]
+
+
+def goals_section(directory: Path, where: str) -> list[str]:
+    """The project's latency and quality goals against this directory's results, where they measure them."""
+    ev, sweep, replay, limit = (load(directory, n) for n in ("eval", "engine_sweep", "replay", "limit"))
+    rows = []
+    ratio = lambda slow, fast: slow["latency_median_ms"] / fast["latency_median_ms"]   # noqa: E731
+    met = lambda ok: "yes" if ok else "no"   # noqa: E731
+    d4 = ar = None
+    if ev:
+        by = by_kind(ev)
+        d4, ar = by.get(("single", "diffusion T=4")), by.get(("single", "AR"))
+    if d4 and ar:
+        x = ratio(ar, d4)
+        rows.append([f"diffusion T=4 ≥ {GOALS['speed_vs_ar']:.0f}× faster per completion than AR of the same weights",
+                     f"{x:.1f}× single-line, context cached ({ms(d4['latency_median_ms'])} vs "
+                     f"{ms(ar['latency_median_ms'])} ms, held-out eval)", met(x >= GOALS["speed_vs_ar"])])
+    cold = cold_rows(sweep) if sweep else (None, None, None)
+    if cold[0] and cold[2]:
+        x = ratio(cold[2], cold[0])
+        rows.append([f"diffusion T=4 ≥ {GOALS['speed_vs_generate']:.0f}× faster than `transformers` `generate()`",
+                     f"{x:.1f}× cold ({ms(cold[0]['latency_median_ms'])} vs {ms(cold[2]['latency_median_ms'])} ms, sweep)",
+                     met(x >= GOALS["speed_vs_generate"])])
+    if replay and "goals_ms" in replay:
+        g, lat = replay["goals_ms"], replay["latency_ms"]
+        rows.append([f"end to end p50 < {g['p50']} ms, p95 < {g['p95']} ms",
+                     f"p50 {ms(lat['p50'])}, p95 {ms(lat['p95'])} ms ({replay['requests']['answered']} answered of "
+                     f"{replay['requests']['sent']}, replay)", met(replay.get("goals_met"))])
+    if limit:
+        x = limit["ratio_to_weight_stream_bound"]
+        rows.append([f"span step within {GOALS['step_vs_stream_bound']:.0f}× of streaming the weights from DRAM",
+                     f"{x}× ({ms(limit['step']['median_ms'])} vs {ms(limit['weight_stream_bound_ms'])} ms, limit)",
+                     met(x <= GOALS["step_vs_stream_bound"])])
+    if d4 and ar:
+        em = d4["exact_match"]
+        rows.append([f"held-out single-line exact match at T=4 ≥ {100 * GOALS['exact_match_t4']:.0f}%",
+                     f"{pct(em)} raw, {shown(d4, 'shown_exact_match', pct)} shown", met(em >= GOALS["exact_match_t4"])])
+        below = 100 * (ar["exact_match"] - d4["exact_match"])
+        x = ratio(ar, d4)
+        rows.append([f"T=4 exact match within {GOALS['em_points_below_ar']:.0f} points of AR, and "
+                     f"≥ {GOALS['speed_at_equal_em']:.0f}× faster",
+                     f"{pct(d4['exact_match'])} vs {pct(ar['exact_match'])} raw ({below:.1f} points below); {x:.1f}×",
+                     f"exact match {met(below <= GOALS['em_points_below_ar'])}, speed {met(x >= GOALS['speed_at_equal_em'])}"])
+    if not rows:
+        return []
+    return [f"**Goals** ({where}shipped model, L=32; the goals of issues 5 and 6, each against the table it comes from):",
+            "", table(["goal", "measured", "met?"], rows)]
+
+
+SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
+            ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
+            ("replay", replay_section), ("gpu_latency", gpu_section))
+
+
+def machine(directory: Path) -> tuple[str, str]:
+    """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
+    reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency")
+               if (r := load(directory, name)) is not None and "machine" in r]
+    if not reports:
+        return "machine not recorded", "Machine: not recorded in these result files."
+    m = reports[0]["machine"]
+    if m.get("cuda"):
+        return m["cuda"], f"Machine: {m['cuda']}; torch {m.get('torch')}; {m.get('platform')}."
+    cpus = f"{m['cpus']} CPUs" if m.get("cpus") else f"{m.get('threads')} threads"
+    name, notes = f"{m.get('cpu_model') or m.get('processor', 'CPU')}, {cpus}", []
+    if not m.get("cpu_model"):
+        notes.append("the CPU's model name was not recorded")
+    if m.get("cpu_fast_bf16") is not None:
+        name += ", fast bf16" if m["cpu_fast_bf16"] else ", no fast bf16"
+        notes.append("AVX-512-BF16 or AMX" if m["cpu_fast_bf16"] else "no AVX-512-BF16 or AMX")
+    elif any(engine_of(r).get("dtype") == "bfloat16" and engine_of(r).get("device") == "cpu" for r in reports):
+        name += ", fast bf16"
+        notes.append("the engine chose bfloat16, which it does only on a CPU with AVX-512-BF16 or AMX")
+    return name, f"Machine: {name} ({'; '.join(notes)}); torch {m.get('torch')}; {m.get('platform')}."
+
+
+def engine_of(report: dict) -> dict:
+    engine = report.get("engine") or report.get("model")
+    return engine if isinstance(engine, dict) else {"dtype": report.get("dtype"), "device": report.get("device")}
+
+
+def directory_section(directory: Path, results: Path = RESULTS) -> str | None:
+    present = [(name, render, r) for name, render in SECTIONS if (r := load(directory, name)) is not None]
+    if not present:
+        return None
+    short, full = machine(directory)
+    engine = engine_of(present[0][2])
+    dtype = f"{engine.get('dtype')}{' with int8 matmuls' if engine.get('int8_matmuls') else ''}"
+    rel = Path(os.path.relpath(directory, HERE.parent)).as_posix()
+    setting = "" if directory == results else f" (`RESULTS={rel}` for cpu.sh, `SPANFILL_RESULTS` for one script)"
+    days = sorted({written_on(directory / f"{name}.json", r) for name, _, r in present})
+    out = [f"## {short}: {dtype}", "",
+           f"{full} Results in `{rel}/`{setting}, written {' to '.join(dict.fromkeys([days[0], days[-1]]))}."]
+    stamp = lambda name, r: f"{written_on(directory / f'{name}.json', r)}, {short}; "   # noqa: E731
+    goals = goals_section(directory, f"{days[-1]}, {short}; ")
+    if goals:
+        out += ["", "\n".join(goals)]
+    for name, render, report in present:
+        out += ["", "\n".join(render(report, stamp(name, report)))]
+    variants = {n: r for n in REPLAY_VARIANTS if (r := load(directory, n)) is not None}
     if len(variants) > 1:
-        sections.append("\n".join(threads_section(variants)))
-    print("\n\n".join(sections))
+        out += ["", "\n".join(threads_section(variants, stamp("replay", variants["replay"])))]
+    plots = sorted(p.name for p in directory.glob("*.png"))
+    if plots:
+        out += ["", "Plots: " + " · ".join(f"[{p}]({Path(os.path.relpath(directory / p, HERE)).as_posix()})" for p in plots)]
+    return "\n".join(out)
+
+
+INTRO = """# spanfill benchmarks
+
+This file is generated: `python benchmarks/report.py` writes it from the result files under
+`benchmarks/results/`, one section per directory (one machine and dtype each). To change a figure, rerun
+the benchmark that wrote it, then the report.
+
+## Running them
+
+| script | measures |
+|---|---|
+| `spanfill eval --data DATA` | held-out exact match, edit similarity and latency for T ∈ {1,2,4,8}, the fixed rule and AR |
+| `benchmarks/engine_micro.py [--model DEFAULT]` | per-step and per-completion latency for T ∈ {1,2,4,8} and AR, context cached |
+| `benchmarks/engine_sweep.py` | L ∈ {16,32,64} × T ∈ {1,2,4,8} + threshold, AR and `transformers` `generate()` on the same weights: latency, tokens/s, exact match |
+| `benchmarks/replay.py` | typing held-out files key by key through the real server over stdio: p50/p95/p99, cache share, KV reuse, cancellations |
+| `benchmarks/limit.py` | per-step time against the weight-streaming and FLOP bounds of this machine |
+| `benchmarks/span_cut.py` | the span cut to 16 positions (default) against the whole span, alternating in one process |
+| `benchmarks/int8.py` | fp32 against int8 matmuls (`dtype` `int8`), two engines alternating in one process |
+| `benchmarks/gpu_sweep.py` | on CUDA: L × T through CUDA graphs and eagerly, AR, the Triton confidence kernel |
+
+```sh
+DATA=/path/to/data bash benchmarks/cpu.sh      # all CPU benchmarks on the shipped model, then this file
+RESULTS=benchmarks/results/NAME DATA=... bash benchmarks/cpu.sh   # another machine's results beside these
+bash benchmarks/gpu.sh                          # on a CUDA machine: kernel and CUDA-graph tests, then gpu_sweep.py
+python benchmarks/report.py                     # this file, from what is under benchmarks/results/
+```
+
+`DATA` is what `spanfill data` writes (cpu.sh builds it when missing); its held-out files were never
+trained on. `MODEL=DIR` benchmarks another checkpoint. cpu.sh takes about 30 minutes on a 2-core
+machine; run it on an otherwise idle one, since every benchmark times what runs beside it. gpu.sh writes
+to `benchmarks/results/gpu/` (or `$OUT`).
+
+## Reading the tables
+
+* Latencies are medians and p95 over many runs after warm-up. Speed claims are ratios measured in one
+  run against a baseline: AR decoding of the same weights, and `transformers` `generate()` on the same
+  weights exported as a Llama checkpoint. A shared machine's speed moves between runs, so compare
+  ratios within one table, not figures across tables, runs or machines.
+* *warm*: the task's context is already in the KV cache, as while typing; *cold*: the whole context is
+  encoded inside the timed call.
+* *raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows.
+* *compiled steps* in a caption: the engine ran with its compiled CPU steps (the benchmarks wait for the
+  compile). In these results they covered the model's default span (L=32) and the `content` rule; the
+  sweep's L=16 and L=64 rows and the `fixed` and threshold rows ran eagerly, so their quality compares
+  with the others, not their latency.
+"""
+
+
+def render(results: Path = RESULTS) -> str:
+    directories = [results] + sorted(p for p in results.iterdir() if p.is_dir()) if results.is_dir() else []
+    sections = [s for d in directories if (s := directory_section(d, results))]
+    return INTRO + "".join("\n" + s + "\n" for s in sections)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(README), help="where to write (default: benchmarks/README.md; - prints)")
+    args = ap.parse_args(argv)
+    text = render()
+    if args.out == "-":
+        print(text, end="")
+    else:
+        Path(args.out).write_text(text)
+        print(f"wrote {args.out}", file=sys.stderr)
     return 0
 
 
