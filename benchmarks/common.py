@@ -10,6 +10,8 @@ from pathlib import Path
 
 import torch
 
+from spanfill.engine import percentile   # the one definition; the benchmarks import it from here
+
 # where every benchmark writes (and report.py reads): benchmarks/results/, or $SPANFILL_RESULTS, so a
 # second machine's figures land beside the first's instead of over them (cpu.sh's RESULTS=DIR)
 RESULTS = Path(os.environ.get("SPANFILL_RESULTS") or Path(__file__).parent / "results")
@@ -18,8 +20,7 @@ RESULTS = Path(os.environ.get("SPANFILL_RESULTS") or Path(__file__).parent / "re
 def load_engine(model, eager: bool = False, before_compile=None, **kw):
     """The engine as the server runs it: with its compiled CPU steps in use (waits for the compile),
     or all eager with eager=True. before_compile(engine) runs first (a patch the graphs must see)."""
-    from spanfill.engine import Engine
-    from spanfill.engine.engine import compiles_by_default
+    from spanfill.engine import Engine, compiles_by_default
     engine = Engine.load(model, compile=False if eager or before_compile else None, wait=True, **kw)
     if before_compile is not None:
         before_compile(engine)
@@ -71,11 +72,6 @@ def timed(fn, repeats: int, warmup: int = 3) -> list[float]:
     return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
-
-
 def summary(ms: list[float]) -> dict:
     return {"median_ms": round(statistics.median(ms), 3), "p95_ms": round(percentile(ms, 95), 3), "runs": len(ms)}
 
@@ -93,7 +89,7 @@ def cpu_model() -> str:
 
 
 def machine() -> dict:
-    from spanfill.engine.device import cpu_has_fast_bf16
+    from spanfill.engine import cpu_has_fast_bf16
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpu_model": cpu_model(), "cpu_fast_bf16": cpu_has_fast_bf16(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads(),

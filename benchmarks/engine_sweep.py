@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import RESULTS, load_engine, percentile, write  # noqa: E402
 
 from spanfill.engine import CompletionRequest  # noqa: E402
-from spanfill.engine.corpus import read_split  # noqa: E402
-from spanfill.engine.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
-from spanfill.engine.export_llama import export, generate_completion  # noqa: E402
+from spanfill.engine.training.corpus import read_split  # noqa: E402
+from spanfill.engine.tools.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
+from spanfill.engine.tools.export_llama import export, generate_completion  # noqa: E402
 
 
 def row(name, kind, L, T, results):

@@ -1,13 +1,13 @@
 """GPU latency sweep (benchmarks/gpu.sh runs it): Engine.complete on CUDA for span length L in
 {16, 32, 64} x steps T in {1, 2, 4, 8}, both through the captured CUDA graphs (the engine's CUDA path,
-engine/cuda_step.py) and through the eager reference loop, beside AR decoding of the same weights, in
+engine/decoding/cuda_step.py) and through the eager reference loop, beside AR decoding of the same weights, in
 one run; then the fused confidence kernel against the torch softmax + max it replaces.
 
     python benchmarks/gpu_sweep.py --out DIR [--repeats 30]
 
 Uses the shipped model if engine/default_model holds one, else random weights in the shipped "small"
 config: latency does not depend on the weights, except that a span or an AR decode ends at <|eom|>,
-so every row records the steps it ran. The context is this repository's engine/denoise.py with the
+so every row records the steps it ran. The context is this repository's engine/decoding/denoise.py with the
 cursor mid-file, cut by the server's context builder, and it stays cached between runs, as while typing.
 """
 from __future__ import annotations
@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, summary, timed  # noqa: E402
 
 from spanfill.engine import CompletionRequest, Engine, kernels  # noqa: E402
-from spanfill.engine.checkpoint import DEFAULT_MODEL_DIR, save_model  # noqa: E402
-from spanfill.engine.config import PRESETS  # noqa: E402
-from spanfill.engine.model import SpanfillModel  # noqa: E402
-from spanfill.engine.tokenizer import train_tokenizer  # noqa: E402
+from spanfill.engine.core.checkpoint import DEFAULT_MODEL_DIR, save_model  # noqa: E402
+from spanfill.engine.core.config import PRESETS  # noqa: E402
+from spanfill.engine.core.model import SpanfillModel  # noqa: E402
+from spanfill.engine.core.tokenizer import train_tokenizer  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def random_small_model(directory: Path) -> Path:
 
 
 def engine_rows(engine: Engine, spans, steps, repeats: int) -> list[dict]:
-    source = (REPO / "engine" / "denoise.py").read_text()
+    source = (REPO / "engine" / "decoding" / "denoise.py").read_text()
     cursor = source.index("\n", len(source) // 2) + 1     # a line start mid-file
     base = dict(prefix=source[:cursor], suffix=source[cursor:])
     static, rows = engine.static_denoiser, []

@@ -1,4 +1,4 @@
-"""fp32 against int8 matmuls (engine/quantize.py, `dtype` `int8`) in one process: the shipped model
+"""fp32 against int8 matmuls (engine/core/quantize.py, `dtype` `int8`) in one process: the shipped model
 loaded twice, both with their compiled CPU steps, decoding the same held-out single- and multi-line
 tasks at T=4 and in AR mode, the two alternating task by task (which goes first alternates too), so
 both see the same machine. Latency, exact match (raw and as the editor shows it), edit similarity
@@ -9,18 +9,13 @@ per setting, and each engine's compile time; writes results/int8.json.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, load_engine, percentile, write  # noqa: E402
+from common import add_task_args, load_engine, write  # noqa: E402
 
-from spanfill.engine import CompletionRequest  # noqa: E402
-from spanfill.engine.corpus import read_split  # noqa: E402
-from spanfill.engine.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
-from spanfill.server.postprocess import Cursor, finish  # noqa: E402
+from spanfill.engine import build_tasks, read_split, score, summarise, warm  # noqa: E402
 
 SETTINGS = ("fp32", "int8")
 
@@ -33,31 +28,19 @@ def main(argv=None) -> int:
     L = engines["fp32"].model.cfg.span_length
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engines["fp32"].tokenizer, L)
     modes = (("diffusion", args.steps), ("ar", None))
-    runs: dict[tuple, list[tuple[float, bool, bool, float]]] = {}
+    runs: dict[tuple, list] = {}
     for i, task in enumerate(tasks):
         for engine in engines.values():   # the context cached in each, as while typing
-            engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, steps=1))
+            warm(engine, task)
         for dtype in (SETTINGS if i % 2 else SETTINGS[::-1]):
             for mode, steps in modes:
-                t0 = time.perf_counter()
-                result = engines[dtype].complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix,
-                                                                   steps=steps, mode=mode))
-                ms = (time.perf_counter() - t0) * 1e3
-                text = result.texts[0]
-                shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
-                runs.setdefault((task.kind, mode, dtype), []).append(
-                    (ms, exact(text, task.middle), exact(shown, task.middle),
-                     edit_similarity(text.rstrip(), task.middle.rstrip())))
+                runs.setdefault((task.kind, mode, dtype), []).append(score(engines[dtype], task, steps=steps, mode=mode))
         if (i + 1) % 50 == 0:
             print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
     rows = []
     for (kind, mode, dtype), vals in sorted(runs.items()):
-        lat = [v[0] for v in vals]
         rows.append({"kind": kind, "mode": mode, "steps": args.steps if mode == "diffusion" else None, "dtype": dtype,
-                     "tasks": len(vals), "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95),
-                     "exact_match": sum(v[1] for v in vals) / len(vals),
-                     "shown_exact_match": sum(v[2] for v in vals) / len(vals),
-                     "edit_similarity": sum(v[3] for v in vals) / len(vals)})
+                     **summarise(vals)})
         r = rows[-1]
         label = f"T={args.steps}" if mode == "diffusion" else "AR"
         print(f"{kind:<7} {label:<4} {dtype:<5} p50 {r['latency_median_ms']:6.1f} ms  p95 {r['latency_p95_ms']:6.1f} ms  "

@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402
 from common import percentile, write  # noqa: E402
 
-from spanfill.engine.corpus import read_split  # noqa: E402
+from spanfill.engine import read_split  # noqa: E402
 from spanfill.server.headless import Document, make_client, start, status, stop, wait_until_compiled  # noqa: E402
 
 REGIONS_PER_FILE = 3

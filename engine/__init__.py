@@ -1,10 +1,60 @@
-"""spanfill.engine: the diffusion infill engine (tokenizer, model, context cache, denoiser, training).
+"""spanfill.engine: the diffusion infill engine. This module is its public API: the server, the
+benchmarks and the editors' tooling import only the names in `__all__` (tests/test_layering.py
+checks it).
 
-The server imports only what is exported here.
+    engine = Engine.load()                       # the shipped model; or a checkpoint directory
+    result = engine.complete(CompletionRequest(prefix="def add(a, b):\n    return ", suffix="\n"))
+
+Request/result types and limits come from `api` without importing torch, so the server can parse
+its settings before any model loads; the rest is imported on first use.
 """
-from .api import CancelledError, CompletionRequest, CompletionResult, Timings
-from .checkpoint import CheckpointError
-from .engine import Engine
-from .prompt import Snippet
+from __future__ import annotations
 
-__all__ = ["Engine", "CompletionRequest", "CompletionResult", "Timings", "CancelledError", "CheckpointError", "Snippet"]
+import importlib
+
+from .api import (DTYPES, MAX_CANDIDATES, MAX_SPAN, MAX_STEPS, RULES, CancelledError, CompletionRequest,
+                  CompletionResult, Timings)
+
+_LAZY = {   # name -> module that defines it (imported on first access: most of them import torch)
+    "Engine": ".engine",
+    "compiles_by_default": ".engine",
+    "CheckpointError": ".core.checkpoint",
+    "DEFAULT_MODEL_DIR": ".core.checkpoint",
+    "cpu_has_fast_bf16": ".core.device",
+    "TORCH_DEFAULT_THREADS": ".core.device",
+    "Tokenizer": ".core.tokenizer",
+    "shrink_lengths": ".decoding.denoise",
+    "Budget": ".decoding.prompt",
+    "Snippet": ".decoding.prompt",
+    "cut_prefix": ".decoding.prompt",
+    "cut_suffix": ".decoding.prompt",
+    "Cursor": ".decoding.postprocess",
+    "finish": ".decoding.postprocess",
+    "to_lf": ".decoding.postprocess",
+    "read_split": ".training.corpus",
+    "Task": ".tools.scoring",
+    "Score": ".tools.scoring",
+    "warm": ".tools.scoring",
+    "summarise": ".tools.scoring",
+    "build_tasks": ".tools.scoring",
+    "score": ".tools.scoring",
+    "edit_similarity": ".tools.scoring",
+    "exact": ".tools.scoring",
+    "percentile": ".tools.scoring",
+    "decoding_label": ".tools.scoring",
+}
+
+__all__ = ["DTYPES", "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES", "CancelledError", "CompletionRequest",
+           "CompletionResult", "Timings", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'spanfill.engine' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

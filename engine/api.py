@@ -1,15 +1,19 @@
-"""The engine's public request/result types (the only types the server needs besides `Engine`)."""
+"""The engine's public request/result types and limits. No torch here: the server validates its
+settings against these without loading a model."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Literal, get_args
 
-from .prompt import Snippet
+from .decoding.prompt import Snippet
 
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
 RULES: tuple[str, ...] = get_args(Rule)
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
+MAX_SPAN = 256                             # the longest span L a request may ask for
+MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
+DTYPES: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 
 
 @dataclass
@@ -32,6 +36,8 @@ class CompletionRequest:
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
     heal: bool = True                    # token healing of a cursor inside a word (healing.py)
+    span_cut: bool = True                # content rule: later steps run on a shorter span once its tail
+                                         # is all pad (denoise.shrink_lengths); False for A/B measurements
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
 
 

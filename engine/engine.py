@@ -15,21 +15,19 @@ from pathlib import Path
 
 import torch
 
-from .api import RULES, CancelledError, CompletionRequest, CompletionResult, Timings
-from .checkpoint import DEFAULT_MODEL_DIR, load_model
-from .compiled import CompiledSteps
-from .context_cache import ContextCache
-from .cuda_step import StaticSpanDenoiser
-from .denoise import DenoiseConfig, ar_decode, denoise, shrink_lengths
-from .device import pick_device, pick_dtype, set_threads, wants_int8
-from .healing import Healer, Healing
-from .model import SpanfillModel
-from .prompt import Budget, context_ids
-from .quantize import quantize_int8
-from .tokenizer import Tokenizer
+from .api import MAX_CANDIDATES, MAX_SPAN, RULES, CancelledError, CompletionRequest, CompletionResult, Timings
+from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
+from .decoding.compiled import CompiledSteps
+from .decoding.context_cache import ContextCache
+from .decoding.cuda_step import StaticSpanDenoiser
+from .decoding.denoise import DenoiseConfig, ar_decode, denoise, shrink_lengths
+from .core.device import pick_device, pick_dtype, set_threads, wants_int8
+from .decoding.healing import Healer, Healing
+from .core.model import SpanfillModel
+from .decoding.prompt import Budget, context_ids
+from .core.quantize import quantize_int8
+from .core.tokenizer import Tokenizer
 
-MAX_SPAN = 256
-MAX_CANDIDATES = 16
 
 
 def _ms(t0: float) -> float:
@@ -58,12 +56,7 @@ class Engine:
         self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
         self._biases: dict[tuple[int, ...], torch.Tensor] = {}
         self._lock = threading.Lock()
-        total = model.cfg.max_context_tokens
-        # the trained split of the context budget, scaled if a config says otherwise
-        default = Budget()
-        scale = total / default.total
-        self.budget = Budget(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
-                             int(default.snippet_tokens * scale))
+        self.budget = Budget.scaled(model.cfg.max_context_tokens)   # what `complete` cuts windows to
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
@@ -205,7 +198,7 @@ class Engine:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
-                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" else ())
+                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.span_cut else ())
             if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:

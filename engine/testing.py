@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import save_model
-from .config import PRESETS, ModelConfig
-from .model import SpanfillModel
-from .tokenizer import train_tokenizer
+from .core.checkpoint import save_model
+from .core.config import PRESETS, ModelConfig
+from .core.model import SpanfillModel
+from .core.tokenizer import train_tokenizer
 
 SAMPLE_CODE = '''
 import os

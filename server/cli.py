@@ -13,11 +13,11 @@ import sys
 COMMANDS = {
     "serve": ("spanfill.server.serve", "language server over stdio or TCP"),
     "demo": ("spanfill.server.demo", "headless LSP session on an example file, prints completions"),
-    "data": ("spanfill.engine.corpus_cli", "build the training corpus and held-out split"),
-    "train": ("spanfill.engine.train", "train or resume a model"),
-    "eval": ("spanfill.engine.evaluate", "held-out evaluation: exact match, edit similarity, latency"),
-    "batch": ("spanfill.engine.batch", "complete every line of a JSONL file"),
-    "export-llama": ("spanfill.engine.export_llama", "export the causal half as LlamaForCausalLM"),
+    "data": ("spanfill.engine.tools.corpus_cli", "build the training corpus and held-out split"),
+    "train": ("spanfill.engine.training.train", "train or resume a model"),
+    "eval": ("spanfill.engine.tools.evaluate", "held-out evaluation: exact match, edit similarity, latency"),
+    "batch": ("spanfill.engine.tools.batch", "complete every line of a JSONL file"),
+    "export-llama": ("spanfill.engine.tools.export_llama", "export the causal half as LlamaForCausalLM"),
 }
 
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from spanfill.engine import CompletionRequest
+from spanfill.engine import CompletionRequest, Cursor, finish, to_lf
 
 from .cache import Suggestion
 from .context import Context
 from .documents import Document, PositionError
-from .postprocess import Cursor, finish, to_lf
 from .scheduler import EngineUnavailable, Ticket
 from .session import Session
 

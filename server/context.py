@@ -18,8 +18,8 @@ from pathlib import PurePosixPath
 from urllib.parse import unquote, urlparse
 
 from spanfill.engine import Snippet
-from spanfill.engine.prompt import cut_prefix, cut_suffix
-from spanfill.engine.tokenizer import Tokenizer
+from spanfill.engine.decoding.prompt import cut_prefix, cut_suffix
+from spanfill.engine.core.tokenizer import Tokenizer
 
 from .documents import LINE_BREAK, Document
 

@@ -3,8 +3,7 @@ typing-through cache, the context builder and statistics. Plain Python, no pygls
 completion pipeline can be driven without a client."""
 from __future__ import annotations
 
-from spanfill.engine import Engine
-from spanfill.engine.prompt import Budget
+from spanfill.engine import Budget, Engine
 
 from .cache import TypingCache
 from .context import ContextBuilder
@@ -12,14 +11,6 @@ from .documents import DocumentStore
 from .scheduler import Scheduler
 from .settings import Settings, as_client_dict
 from .stats import Stats
-
-
-def scaled_budget(total_tokens: int) -> Budget:
-    """The engine's trained split of the context budget (prefix/suffix/snippets), scaled to a total."""
-    default = Budget()
-    scale = total_tokens / default.total
-    return Budget(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
-                  int(default.snippet_tokens * scale))
 
 
 class Session:
@@ -35,9 +26,9 @@ class Session:
         """One builder per (engine, budget settings), so window hysteresis survives between requests."""
         key = (id(engine), self.settings.max_context_tokens, self.settings.snippet_files)
         if self._builder is None or self._builder[0] != key:
-            model_total = engine.info["max_context_tokens"]
-            mine = scaled_budget(self.settings.max_context_tokens or model_total)
-            snippet_tokens = scaled_budget(model_total).snippet_tokens   # the engine cuts snippets to this
+            total = self.settings.max_context_tokens
+            mine = Budget.scaled(total) if total else engine.budget
+            snippet_tokens = engine.budget.snippet_tokens   # the engine cuts snippets to this
             self._builder = key, ContextBuilder(engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens,
                                                 snippet_tokens, self.settings.snippet_files)
         return self._builder[1]

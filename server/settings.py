@@ -12,11 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ..engine.api import MAX_STEPS, RULES
+from spanfill.engine import DTYPES, MAX_CANDIDATES, MAX_SPAN, MAX_STEPS, RULES
 
 SECTION = "spanfill"
 DEVICES = re.compile(r"^(auto|cpu|cuda(:\d+)?|mps)$")
-DTYPES = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class Settings:
     threads: int | None = None               # CPU threads for the engine; None = one fewer than the cores
     span_length: int | None = None           # tokens per denoised span; None = the model's default
     steps: int | None = None                 # denoising steps per span; None = the model's default
-    rule: str = "content"                    # commit rule (engine/denoise.py): content, fixed or threshold
+    rule: str = "content"                    # commit rule (engine/decoding/denoise.py): content, fixed or threshold
     threshold: float = 0.9                   # confidence for rule="threshold"
     debounce_ms: int = 0                     # editors debounce already; superseded work stops between steps
     max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget
@@ -51,8 +50,10 @@ class Settings:
         and the rest of the machine keep a core. With every core in its pool, a busy machine made the
         engine's calls far slower at the tail (presumably its parallel loops waiting at barriers for
         a thread another process pushed off its core; benchmarks/replay.py --background-load)."""
-        from ..engine.device import TORCH_DEFAULT_THREADS   # imports torch: not when only parsing settings
-        return self.threads if self.threads is not None else max(1, TORCH_DEFAULT_THREADS - 1)
+        if self.threads is not None:
+            return self.threads
+        from spanfill.engine import TORCH_DEFAULT_THREADS   # imports torch: not when only parsing settings
+        return max(1, TORCH_DEFAULT_THREADS - 1)
 
 
 def _int_in(lo: int, hi: int, optional: bool = False) -> Callable[[Any], Any]:
@@ -112,13 +113,13 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "device": _device,
     "dtype": _one_of(DTYPES),
     "threads": _int_in(1, 256, optional=True),
-    "span_length": _int_in(4, 256, optional=True),
+    "span_length": _int_in(1, MAX_SPAN, optional=True),
     "steps": _int_in(1, MAX_STEPS, optional=True),
     "rule": _one_of(RULES),
     "threshold": _threshold,
     "debounce_ms": _int_in(0, 2000),
     "max_context_tokens": _int_in(64, 8192, optional=True),
-    "candidates": _int_in(1, 8),
+    "candidates": _int_in(1, MAX_CANDIDATES),
     "snippet_files": _int_in(0, 16),
     "completion_fallback": _bool,
     "enable": _enable,

@@ -6,20 +6,17 @@ import itertools
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from spanfill.engine import percentile
+
 WINDOW = 1000            # latencies kept for percentiles
 ISSUED = 4096            # suggestion ids remembered for accept/reject feedback
 
 
 def percentiles(samples: list[float], qs: tuple[int, ...] = (50, 90, 95, 99)) -> dict[str, float]:
-    """Nearest-rank percentiles, rounded to 0.1 ms; empty when there are no samples."""
+    """Nearest-rank percentiles (the benchmarks' definition), rounded to 0.1 ms; empty when there are no samples."""
     if not samples:
         return {}
-    ordered = sorted(samples)
-    out = {}
-    for q in qs:
-        rank = max(0, min(len(ordered) - 1, -(-q * len(ordered) // 100) - 1))
-        out[f"p{q}"] = round(ordered[rank], 1)
-    return out
+    return {f"p{q}": round(percentile(samples, q), 1) for q in qs}
 
 
 def _summary(samples: deque) -> dict:

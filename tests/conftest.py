@@ -42,7 +42,7 @@ def model_that_says(tmp_path_factory):
 def _model_that_says(prefix: str, suffix: str, wanted, dtype: str, directory: Path) -> Path:
     from spanfill.engine import CompletionRequest, Engine
     from spanfill.engine.testing import build_tiny_model
-    from spanfill.server.postprocess import Cursor, finish
+    from spanfill.engine.decoding.postprocess import Cursor, finish
 
     def says(model: Path) -> bool:
         engine = Engine.load(model, device="cpu", dtype=dtype, warmup=False, compile=False)

@@ -11,7 +11,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
-from spanfill.engine.device import TORCH_DEFAULT_THREADS
+from spanfill.engine import TORCH_DEFAULT_THREADS
 
 from lsp_helpers import CONFIG, first_suggestion, inline, inline_params, insert, open_doc, start, status, utf16_len
 

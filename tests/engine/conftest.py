@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from spanfill.engine import Engine
-from spanfill.engine.checkpoint import load_model
+from spanfill.engine.core.checkpoint import load_model
 from spanfill.engine.testing import build_tiny_model
 
 torch.set_num_threads(1)
@@ -27,5 +27,5 @@ def model_and_tok(tiny_dir):
 
 @pytest.fixture(scope="session")
 def tiny_tok(tiny_dir):
-    from spanfill.engine.tokenizer import Tokenizer
+    from spanfill.engine.core.tokenizer import Tokenizer
     return Tokenizer.from_file(tiny_dir / "tokenizer.json")

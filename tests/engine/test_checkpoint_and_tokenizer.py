@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from spanfill.engine import CheckpointError, Engine
-from spanfill.engine.checkpoint import load_model
+from spanfill.engine.core.checkpoint import load_model
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.codecache import PersistentCache
 
 from spanfill.engine import CompletionRequest, Engine
-from spanfill.engine.compiled import forget_autotune_timings, own_code
+from spanfill.engine.decoding.compiled import forget_autotune_timings, own_code
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 

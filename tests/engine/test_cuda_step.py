@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from spanfill.engine import CompletionRequest, Engine
-from spanfill.engine.checkpoint import load_model
-from spanfill.engine.context_cache import ContextCache
-from spanfill.engine.cuda_step import StaticSpanDenoiser, context_bucket
-from spanfill.engine.denoise import DenoiseConfig, denoise
+from spanfill.engine.core.checkpoint import load_model
+from spanfill.engine.decoding.context_cache import ContextCache
+from spanfill.engine.decoding.cuda_step import StaticSpanDenoiser, context_bucket
+from spanfill.engine.decoding.denoise import DenoiseConfig, denoise
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 CUDA = torch.cuda.is_available()

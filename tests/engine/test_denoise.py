@@ -3,7 +3,7 @@ import types
 
 import torch
 
-from spanfill.engine.denoise import (DenoiseConfig, StepPlan, commit_content, commit_schedule, commit_spread,
+from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, commit_content, commit_schedule, commit_spread,
                                      commit_step, commit_threshold, commit_topk, denoise, pick_tokens,
                                      shrink_lengths, shrunk_length, trailing_pads, truncate_after_eom)
 

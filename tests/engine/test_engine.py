@@ -111,7 +111,7 @@ def test_cancelled_request(engine):
 
 def test_ar_mode_matches_a_reference_loop(engine):
     """AR decoding through the KV cache == recomputing the whole causal sequence for every token."""
-    from spanfill.engine.prompt import context_ids
+    from spanfill.engine.decoding.prompt import context_ids
     tok, model = engine.tokenizer, engine.model
     ids = context_ids(tok, PREFIX, SUFFIX, budget=engine.budget).ids
     L = 12
@@ -150,7 +150,7 @@ def test_huge_document_is_windowed(engine):
 
 def test_threads_are_set_for_the_engine_and_kept_when_a_load_fails(tiny_dir, tmp_path):
     from spanfill.engine import Engine
-    from spanfill.engine.checkpoint import CheckpointError
+    from spanfill.engine.core.checkpoint import CheckpointError
     before = torch.get_num_threads()
     try:
         engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False, threads=1)

@@ -1,7 +1,7 @@
 """Held-out evaluation: tasks are deterministic, and each completion is scored raw and as shown."""
-from spanfill.engine import evaluate as ev
+from spanfill.engine.tools import evaluate as ev
 from spanfill.engine.api import CompletionResult
-from spanfill.engine.corpus import CorpusFile
+from spanfill.engine.training.corpus import CorpusFile
 
 FILES = [CorpusFile(f"pkg/mod{i}.py", "".join(f"def f{j}(x):\n    return x + {j}\n\n" for j in range(12)))
          for i in range(6)]

@@ -3,7 +3,7 @@ import random
 
 import pytest
 
-from spanfill.engine.examples import CUTTERS, KINDS
+from spanfill.engine.training.samples import CUTTERS, KINDS
 
 SOURCE = '''import os
 

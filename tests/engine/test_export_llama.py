@@ -2,8 +2,8 @@
 import torch
 
 from spanfill.engine import CompletionRequest
-from spanfill.engine.export_llama import export, generate_completion
-from spanfill.engine.prompt import context_ids
+from spanfill.engine.tools.export_llama import export, generate_completion
+from spanfill.engine.decoding.prompt import context_ids
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 

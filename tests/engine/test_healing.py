@@ -4,11 +4,11 @@ import torch
 
 import spanfill.engine.engine as engine_module
 from spanfill.engine import CompletionRequest
-from spanfill.engine.context_cache import ContextCache
-from spanfill.engine.cuda_step import StaticSpanDenoiser
-from spanfill.engine.denoise import DenoiseConfig, ar_decode, denoise
-from spanfill.engine.healing import Healer
-from spanfill.engine.prompt import context_ids
+from spanfill.engine.decoding.context_cache import ContextCache
+from spanfill.engine.decoding.cuda_step import StaticSpanDenoiser
+from spanfill.engine.decoding.denoise import DenoiseConfig, ar_decode, denoise
+from spanfill.engine.decoding.healing import Healer
+from spanfill.engine.decoding.prompt import context_ids
 
 
 def test_heal_removes_the_last_prefix_token_and_allows_only_tokens_that_extend_it(tiny_tok):

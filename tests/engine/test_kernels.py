@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from spanfill.engine import kernels
-from spanfill.engine.denoise import commit_threshold, commit_topk, pick_tokens
+from spanfill.engine.decoding import kernels
+from spanfill.engine.decoding.denoise import commit_threshold, commit_topk, pick_tokens
 
 pytest.importorskip("triton")
 

@@ -1,8 +1,8 @@
 """The attention layout of DESIGN §3 and the exactness of the context KV cache."""
 import torch
 
-from spanfill.engine.context_cache import ContextCache
-from spanfill.engine.prompt import context_ids
+from spanfill.engine.decoding.context_cache import ContextCache
+from spanfill.engine.decoding.prompt import context_ids
 
 from spanfill.engine.testing import SAMPLE_PREFIX as PREFIX, SAMPLE_SUFFIX as SUFFIX
 
@@ -33,8 +33,8 @@ def test_cached_equals_uncached_span_logits(model_and_tok):
 def test_span_step_matches_full_training_forward(model_and_tok):
     """span_step over the cache == forward_train with the training mask on the same tokens."""
     model, tok = model_and_tok
-    from spanfill.engine.examples import Example
-    from spanfill.engine.objective import build_batch
+    from spanfill.engine.training.samples import Example
+    from spanfill.engine.training.objective import build_batch
     ids = context_ids(tok, PREFIX, SUFFIX).ids
     L = 8
     batch = build_batch([Example(ids, [tok.special.eom], "t")], L, tok.special, torch.Generator().manual_seed(0))

@@ -6,9 +6,9 @@ import torch
 import torch.nn as nn
 
 from spanfill.engine import CompletionRequest, Engine
-from spanfill.engine import device, quantize
-from spanfill.engine.device import pick_dtype, wants_int8
-from spanfill.engine.quantize import Int8Linear, quantize_int8
+from spanfill.engine.core import device, quantize
+from spanfill.engine.core.device import pick_dtype, wants_int8
+from spanfill.engine.core.quantize import Int8Linear, quantize_int8
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 pytestmark = pytest.mark.skipif(not quantize.int8_supported(), reason="this torch build has no quantized CPU engine")

@@ -4,15 +4,15 @@ import json
 import pytest
 
 from spanfill.engine import Engine
-from spanfill.engine.ship import main as ship_main
-from spanfill.engine.train import main as train_main
+from spanfill.engine.tools.ship import main as ship_main
+from spanfill.engine.training.train import main as train_main
 
 from test_training import _make_tree  # noqa: E402  (tests/engine is on sys.path under pytest's rootdir import mode)
 
 
 def _trained_run(tmp_path, steps: int):
     """A corpus built from a small tree and a tiny run trained on it for `steps` steps."""
-    from spanfill.engine import corpus
+    from spanfill.engine.training import corpus
     src = tmp_path / "src"
     src.mkdir()
     _make_tree(src, n=40)

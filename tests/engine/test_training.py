@@ -5,11 +5,11 @@ import random
 import pytest
 import torch
 
-from spanfill.engine import corpus
-from spanfill.engine.examples import ExampleStream
-from spanfill.engine.objective import build_batch, losses
-from spanfill.engine.prompt import Budget
-from spanfill.engine.train import main as train_main, make_loss_fn
+from spanfill.engine.training import corpus
+from spanfill.engine.training.samples import ExampleStream
+from spanfill.engine.training.objective import build_batch, losses
+from spanfill.engine.decoding.prompt import Budget
+from spanfill.engine.training.train import main as train_main, make_loss_fn
 
 
 def _make_tree(root, n=300):

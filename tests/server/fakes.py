@@ -5,8 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from spanfill.engine import CancelledError, CompletionRequest, CompletionResult
-from spanfill.engine.api import Timings
+from spanfill.engine import Budget, CancelledError, CompletionRequest, CompletionResult, Timings
 
 
 class FakeEngine:
@@ -20,6 +19,7 @@ class FakeEngine:
         self.calls: list[CompletionRequest] = []
         self.stopped_at: list[int] = []          # step at which each cancelled call stopped
         self.running = threading.Event()
+        self.budget = Budget.scaled(self.info["max_context_tokens"])
 
     @property
     def info(self) -> dict:

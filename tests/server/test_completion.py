@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from lsprotocol import types
 
-from spanfill.engine.tokenizer import Tokenizer
+from spanfill.engine.core.tokenizer import Tokenizer
 from spanfill.server.completion import Query, inline_items, suggest
 from spanfill.server.session import Session
 from spanfill.server.settings import Settings

@@ -2,8 +2,8 @@
 context-token reuse), and snippets from other open documents."""
 import pytest
 
-from spanfill.engine.prompt import context_ids, cut_prefix, cut_suffix
-from spanfill.engine.tokenizer import Tokenizer
+from spanfill.engine.decoding.prompt import context_ids, cut_prefix, cut_suffix
+from spanfill.engine.core.tokenizer import Tokenizer
 from spanfill.server.context import ContextBuilder, snippet_path
 from spanfill.server.documents import Document
 

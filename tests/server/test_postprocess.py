@@ -1,5 +1,5 @@
 """Post-processing rules, one test group per rule, on realistic cursor positions."""
-from spanfill.server.postprocess import (Cursor, apply_line_policy, drop_closed_brackets, finish,
+from spanfill.engine.decoding.postprocess import (Cursor, apply_line_policy, drop_closed_brackets, finish,
                                          keep_block_indentation, repeats_following_lines,
                                          trim_suffix_overlap, wants_multiline)
 

@@ -1,7 +1,7 @@
 """Settings: defaults, camelCase/snake_case keys, the "spanfill" section, invalid values ignored."""
 import dataclasses
 
-from spanfill.engine.device import TORCH_DEFAULT_THREADS
+from spanfill.engine import TORCH_DEFAULT_THREADS
 from spanfill.server.settings import VALIDATORS, Settings, apply_settings, as_client_dict
 
 

@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass
 
 from .corpus import CorpusFile
-from .prompt import Budget, Snippet, context_ids
-from .tokenizer import Tokenizer
+from ..decoding.prompt import Budget, Snippet, context_ids
+from ..core.tokenizer import Tokenizer
 
 KINDS = (("line_rest", 0.45), ("lines", 0.25), ("line_start", 0.15), ("chars", 0.15))
 

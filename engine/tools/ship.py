@@ -1,7 +1,7 @@
 """Ship a trained run as the default model: copy the loadable files into engine/default_model/ and
 write MODEL_CARD.md from the run's own records (corpus stats, training state and log, evaluation).
 
-    python -m spanfill.engine.ship --run runs/small --data data --eval benchmarks/results/eval.json [--steps T]
+    python -m spanfill.engine.tools.ship --run runs/small --data data --eval benchmarks/results/eval.json [--steps T]
 
 Only figures found in those files go into the card, so the card can be regenerated and checked.
 """
@@ -14,9 +14,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from .api import MAX_STEPS
-from .checkpoint import DEFAULT_MODEL_DIR, REQUIRED, load_model
-from .evaluate import decoding_label
+from ..api import MAX_STEPS
+from ..core.checkpoint import DEFAULT_MODEL_DIR, REQUIRED, load_model
+from .scoring import decoding_label
 
 
 def _eval_table(report: dict) -> str:
@@ -103,7 +103,7 @@ the run directory is gone: `spanfill train --data DATA --out runs/next --init en
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m spanfill.engine.ship", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m spanfill.engine.tools.ship", description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, required=True)
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--eval", type=Path, required=True)

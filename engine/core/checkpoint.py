@@ -19,7 +19,7 @@ from .config import ModelConfig
 from .model import SpanfillModel, rope_tables
 from .tokenizer import Tokenizer
 
-DEFAULT_MODEL_DIR = Path(__file__).parent / "default_model"
+DEFAULT_MODEL_DIR = Path(__file__).parents[1] / "default_model"
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json")
 
 

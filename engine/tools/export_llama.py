@@ -18,10 +18,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from .checkpoint import load_model
-from .healing import Healer
-from .model import SpanfillModel
-from .prompt import context_ids
+from ..core.checkpoint import load_model
+from ..decoding.healing import Healer
+from ..core.model import SpanfillModel
+from ..decoding.prompt import context_ids
 
 
 def llama_config(model: SpanfillModel) -> dict:

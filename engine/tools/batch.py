@@ -14,8 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from .api import CompletionRequest
-from .engine import Engine
+from ..api import CompletionRequest
+from ..engine import Engine
 
 
 class BatchInputError(ValueError):

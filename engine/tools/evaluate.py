@@ -3,87 +3,25 @@ and for AR decoding of the same weights, on infill tasks built deterministically
 
     spanfill eval --data data/ --model DIR --out benchmarks/results/eval.json
 
-Tasks use the same cursor cutters as training (`examples.py`): single-line = rest of a line,
+Tasks use the same cursor cutters as training (`training/samples.py`): single-line = rest of a line,
 multi-line = 2-3 whole lines after the indentation of the first (only those whose middle fits the
 span, since one span holds at most L-1 tokens + <|eom|>). Each task's context is encoded once and then
 every mode decodes against the cached context, as while typing; latency is the whole `complete` call.
 
 Two scores per completion: of the engine's raw middle (`exact_match`, `edit_similarity`), and of what
 an editor would show after the server's post-processing (`shown_*`: line policy, suffix overlap,
-brackets, indentation; server/postprocess.py), which is what a user sees.
+brackets, indentation; decoding/postprocess.py), which is what a user sees.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
-import random
-import statistics
 import sys
-import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .api import CompletionRequest
-from .corpus import read_split
-from .engine import Engine
-from .examples import cut_line_rest, cut_lines
-from spanfill.server.postprocess import Cursor, finish   # absolute: `python -m engine.ship` imports this too
-
-
-@dataclass
-class Task:
-    task_id: str
-    kind: str
-    prefix: str
-    middle: str
-    suffix: str
-
-
-def build_tasks(files, n_single: int, n_multi: int, tokenizer, span_length: int) -> list[Task]:
-    tasks: list[Task] = []
-    for kind, wanted in (("single", n_single), ("multi", n_multi)):
-        made = 0
-        for f in sorted(files, key=lambda f: hashlib.sha1(f.path.encode()).hexdigest()):
-            if made >= wanted:
-                break
-            rng = random.Random(f"{kind}:{f.path}")
-            for _ in range(max(1, wanted // max(1, len(files)) + 1)):
-                cut = cut_line_rest(f.text, rng) if kind == "single" else cut_lines(f.text, rng, max_lines=3)
-                if cut is None or not cut.middle.strip() or (kind == "multi" and "\n" not in cut.middle):
-                    continue
-                if len(tokenizer.encode(cut.middle)) >= span_length:
-                    continue
-                tasks.append(Task(f"{kind}/{f.path}#{made}", kind, cut.prefix, cut.middle, cut.suffix))
-                made += 1
-                if made >= wanted:
-                    break
-    return tasks
-
-
-def levenshtein(a: str, b: str) -> int:
-    prev = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        cur = [i]
-        for j, cb in enumerate(b, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
-        prev = cur
-    return prev[-1]
-
-
-def edit_similarity(a: str, b: str) -> float:
-    if not a and not b:
-        return 1.0
-    return 1.0 - levenshtein(a, b) / max(len(a), len(b))
-
-
-def exact(completion: str, middle: str) -> bool:
-    return completion.rstrip() == middle.rstrip()
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+from ..engine import Engine
+from ..training.corpus import read_split
+from .scoring import Score, Task, build_tasks, decoding_label, score, summarise, warm
 
 
 # (mode, steps, commit rule); the default rule at every T, and the `fixed` rule beside it at T=2 and 4
@@ -91,47 +29,19 @@ MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion",
          ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"), ("ar", None, "content")]
 
 
-def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' for a result row: the default rule goes
-    unnamed, and so do rows written before results recorded their rule."""
-    if row["mode"] == "ar":
-        return "AR"
-    rule = row.get("rule", "content")
-    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
-
-
 def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, progress: bool = True) -> dict:
-    rows: dict[tuple, list] = {}
+    scores: dict[tuple, list[Score]] = {}
     for i, task in enumerate(tasks):
-        engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=span_length, steps=1))
+        warm(engine, task)
         for mode, steps, rule in modes:
-            req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=span_length,
-                                    steps=steps, mode=mode, rule=rule)
-            t0 = time.perf_counter()
-            result = engine.complete(req)
-            ms = (time.perf_counter() - t0) * 1e3
-            text = result.texts[0]
-            shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
-            # its latency, and its scores, each named as the row's mean it goes into
-            rows.setdefault((mode, steps, rule, task.kind), []).append((ms, {
-                "forward_passes_mean": result.steps_run,
-                "exact_match": exact(text, task.middle),
-                "edit_similarity": edit_similarity(text.rstrip(), task.middle.rstrip()),
-                "shown_exact_match": exact(shown, task.middle),
-                "shown_edit_similarity": edit_similarity(shown.rstrip(), task.middle.rstrip()),
-                # how long what the editor shows is, beside the reference: a model that ends its
-                # completions too early (or runs on) shows here before it shows in EM
-                "shown_chars_mean": len(shown.rstrip()), "reference_chars_mean": len(task.middle.rstrip())}))
+            scores.setdefault((mode, steps, rule, task.kind), []).append(
+                score(engine, task, span_length=span_length, steps=steps, mode=mode, rule=rule))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
         print(file=sys.stderr)
-    results = []
-    for (mode, steps, rule, kind), vals in rows.items():
-        lat = [ms for ms, _ in vals]
-        means = {key: sum(scores[key] for _, scores in vals) / len(vals) for key in vals[0][1]}
-        results.append({"mode": mode, "steps": steps, "rule": rule, "kind": kind, "span_length": span_length, "tasks": len(vals),
-                        **means, "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95)})
+    results = [{"mode": mode, "steps": steps, "rule": rule, "kind": kind, "span_length": span_length, **summarise(vals)}
+               for (mode, steps, rule, kind), vals in scores.items()]
     return {"model": engine.info, "results": results}
 
 

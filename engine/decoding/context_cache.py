@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .model import SpanfillModel
+from ..core.model import SpanfillModel
 
 MIN_SHARED_TO_REUSE = 16   # below this, taking over an entry would evict another file's context for little gain
 CAPACITY_ROUND = 128

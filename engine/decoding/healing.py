@@ -19,7 +19,7 @@ from functools import lru_cache
 
 import torch
 
-from .tokenizer import Tokenizer
+from ..core.tokenizer import Tokenizer
 
 HEALABLE = re.compile(rb"^ ?[^\s]+$")
 

@@ -43,7 +43,7 @@ import types
 import torch
 
 from .denoise import NEG_INF, apply_commit, commit_content
-from .model import SpanfillModel
+from ..core.model import SpanfillModel
 
 log = logging.getLogger(__name__)
 # Inductor settings while warming up. `freezing` makes the weights graph constants, so the matmuls

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from . import kernels
 from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, Step, StepPlan, commit_step, pick_tokens
-from .model import SpanfillModel
+from ..core.model import SpanfillModel
 
 CONTEXT_ROUND = 128
 

@@ -11,9 +11,15 @@ import logging
 
 import torch
 
+from ..api import DTYPES
+
 log = logging.getLogger(__name__)
 # torch's own choice of intra-op threads (the physical cores), read before anything changes it
 TORCH_DEFAULT_THREADS = torch.get_num_threads()
+# every dtype name but "auto" (api.DTYPES lists them for settings); int8 is an fp32 model with int8 matmuls
+TORCH_DTYPES = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
+                "fp16": torch.float16, "float16": torch.float16, "int8": torch.float32}
+assert set(TORCH_DTYPES) | {"auto"} == set(DTYPES)
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,11 +53,9 @@ def pick_device(name: str = "auto") -> torch.device:
 
 def pick_dtype(device: torch.device, name: str = "auto") -> torch.dtype:
     if name != "auto":
-        dtypes = {"bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp32": torch.float32, "float32": torch.float32,
-                  "fp16": torch.float16, "float16": torch.float16, "int8": torch.float32}
-        if name not in dtypes:
-            raise ValueError(f"unknown dtype {name!r}; use one of auto, bf16, fp32, fp16, int8")
-        return dtypes[name]
+        if name not in TORCH_DTYPES:
+            raise ValueError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
+        return TORCH_DTYPES[name]
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32

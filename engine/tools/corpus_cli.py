@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from .corpus import build, default_sources, read_split
-from .tokenizer import Tokenizer
+from ..training.corpus import build, default_sources, read_split
+from ..core.tokenizer import Tokenizer
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .examples import Example
-from .tokenizer import SpecialIds
+from .samples import Example
+from ..core.tokenizer import SpecialIds
 
 T_MIN = 1e-3
 CONTEXT_WIDTH_STEP = 64

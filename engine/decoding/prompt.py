@@ -3,14 +3,14 @@ the causal context stream of DESIGN §3:
 
     [<|file|> path\\n snippet]*  <|suffix|> S  <|prefix|> P  <|middle|>
 
-Training (`examples.py`) and the server's context builder both call these functions, so the model is
+Training (`training/samples.py`) and the server's context builder both call these functions, so the model is
 trained on exactly the windows it will be served.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .tokenizer import Tokenizer
+from ..core.tokenizer import Tokenizer
 
 
 LINE_COUNT_CACHE = 50_000      # lines whose token count is remembered (a few MB)
@@ -31,6 +31,14 @@ class Budget:
     @property
     def total(self) -> int:  # + the special tokens and snippet headers
         return self.prefix_tokens + self.suffix_tokens + self.snippet_tokens + 8
+
+    @classmethod
+    def scaled(cls, total_tokens: int) -> "Budget":
+        """The trained split of the context budget (prefix/suffix/snippets), scaled to a total."""
+        default = cls()
+        scale = total_tokens / default.total
+        return cls(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
+                   int(default.snippet_tokens * scale))
 
 
 @dataclass

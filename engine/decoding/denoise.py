@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from . import kernels
-from .model import SpanfillModel
+from ..core.model import SpanfillModel
 
 NEG_INF = float("-inf")
 # a proposed <|pad|> more probable than this joins the span's free tail (rule `content`). Of the two

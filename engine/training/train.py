@@ -21,15 +21,15 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from .checkpoint import load_model, save_model
-from .config import PRESETS
+from ..core.checkpoint import load_model, save_model
+from ..core.config import PRESETS
 from .corpus import read_split
-from .device import autocast_dtype, pick_device
-from .examples import ExampleStream
-from .model import SpanfillModel
+from ..core.device import autocast_dtype, pick_device
+from .samples import ExampleStream
+from ..core.model import SpanfillModel
 from .objective import build_batch, context_width_for, loss_terms
-from .prompt import Budget
-from .tokenizer import train_tokenizer
+from ..decoding.prompt import Budget
+from ..core.tokenizer import train_tokenizer
 
 SPAN_LENGTHS = ((16, 0.25), (32, 0.5), (64, 0.25))
 TOKENIZER_SAMPLE_BYTES = 40_000_000

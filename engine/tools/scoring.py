@@ -1,0 +1,136 @@
+"""One scorer for every quality and latency measurement: held-out tasks, a completion scored raw
+and as an editor shows it, and one percentile definition (nearest rank) that `spanfill/status` and
+every benchmark share, so a p95 means the same thing everywhere.
+
+    tasks = build_tasks(read_split(data / "held_out.jsonl"), 300, 150, engine.tokenizer, L)
+    scores = [score(engine, task, steps=4) for task in tasks]
+    row = summarise(scores)     # latency_median_ms, latency_p95_ms, exact_match, ... (means)
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import statistics
+import time
+from dataclasses import asdict, dataclass
+
+from ..api import CompletionRequest
+from ..decoding.postprocess import Cursor, finish
+from ..training.samples import cut_line_rest, cut_lines
+
+
+@dataclass
+class Task:
+    task_id: str
+    kind: str            # "single": rest of a line; "multi": 2-3 whole lines
+    prefix: str
+    middle: str          # the reference completion
+    suffix: str
+
+
+@dataclass
+class Score:
+    """One completion of one task. Field names are those of `summarise`'s means, without `_mean`
+    where they are rates."""
+    latency_ms: float
+    forward_passes: int
+    exact_match: bool
+    edit_similarity: float
+    shown_exact_match: bool          # after the editor-side post-processing (postprocess.py)
+    shown_edit_similarity: float
+    shown_chars: int                 # how long what the editor shows is, beside the reference: a model
+    reference_chars: int             # that ends too early (or runs on) shows here before it shows in EM
+    text: str = ""
+
+
+def build_tasks(files, n_single: int, n_multi: int, tokenizer, span_length: int) -> list[Task]:
+    """Deterministic infill tasks with the training cursor cutters (training/samples.py): single-line =
+    rest of a line, multi-line = 2-3 whole lines; only middles that fit one span (L-1 tokens + eom)."""
+    tasks: list[Task] = []
+    for kind, wanted in (("single", n_single), ("multi", n_multi)):
+        made = 0
+        for f in sorted(files, key=lambda f: hashlib.sha1(f.path.encode()).hexdigest()):
+            if made >= wanted:
+                break
+            rng = random.Random(f"{kind}:{f.path}")
+            for _ in range(max(1, wanted // max(1, len(files)) + 1)):
+                cut = cut_line_rest(f.text, rng) if kind == "single" else cut_lines(f.text, rng, max_lines=3)
+                if cut is None or not cut.middle.strip() or (kind == "multi" and "\n" not in cut.middle):
+                    continue
+                if len(tokenizer.encode(cut.middle)) >= span_length:
+                    continue
+                tasks.append(Task(f"{kind}/{f.path}#{made}", kind, cut.prefix, cut.middle, cut.suffix))
+                made += 1
+                if made >= wanted:
+                    break
+    return tasks
+
+
+def levenshtein(a: str, b: str) -> int:
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def edit_similarity(a: str, b: str) -> float:
+    if not a and not b:
+        return 1.0
+    return 1.0 - levenshtein(a, b) / max(len(a), len(b))
+
+
+def exact(completion: str, middle: str) -> bool:
+    return completion.rstrip() == middle.rstrip()
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile: the smallest value with at least q% of the values at or below it."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    rank = math.ceil(round(q / 100 * len(ordered), 9))   # round: 0.95 * 20 is 19.000000000000004
+    return ordered[max(0, min(len(ordered), rank) - 1)]
+
+
+def warm(engine, task: Task) -> None:
+    """Encode the task's context into the engine's KV cache, as typing up to the cursor would."""
+    engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, steps=1))
+
+
+def score(engine, task: Task, **request) -> Score:
+    """Complete `task` with `CompletionRequest(**request)` and score its first candidate; the
+    latency is the whole `complete` call."""
+    t0 = time.perf_counter()
+    result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, **request))
+    ms = (time.perf_counter() - t0) * 1e3
+    text = result.texts[0]
+    shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
+    middle = task.middle.rstrip()
+    return Score(ms, result.steps_run, exact(text, task.middle), edit_similarity(text.rstrip(), middle),
+                 exact(shown, task.middle), edit_similarity(shown.rstrip(), middle),
+                 len(shown.rstrip()), len(middle), text)
+
+
+def summarise(scores: list[Score]) -> dict:
+    """A result row: task count, latency median and p95, and the mean of every score."""
+    lat = [s.latency_ms for s in scores]
+    rows = [asdict(s) for s in scores]
+    means = {"forward_passes_mean": "forward_passes", "exact_match": "exact_match",
+             "edit_similarity": "edit_similarity", "shown_exact_match": "shown_exact_match",
+             "shown_edit_similarity": "shown_edit_similarity", "shown_chars_mean": "shown_chars",
+             "reference_chars_mean": "reference_chars"}
+    return {"tasks": len(scores), "latency_median_ms": statistics.median(lat), "latency_p95_ms": percentile(lat, 95),
+            **{name: sum(r[key] for r in rows) / len(rows) for name, key in means.items()}}
+
+
+def decoding_label(row: dict) -> str:
+    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' for a result row: the default rule goes
+    unnamed, and so do rows that record no rule."""
+    if row["mode"] == "ar":
+        return "AR"
+    rule = row.get("rule", "content")
+    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
