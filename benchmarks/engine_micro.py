@@ -19,8 +19,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from common import compiled_step, load_engine, summary, timed, write  # noqa: E402
 
-from spanfill.engine import CompletionRequest, Engine  # noqa: E402
-from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX, build_tiny_model  # noqa: E402
+from spanfill.engine import SAMPLE_PREFIX, SAMPLE_SUFFIX, CompletionRequest, Engine, build_tiny_model  # noqa: E402
 
 TYPED_TOKENS = 8   # about what a keystroke re-encodes in the replay (9.4 tokens per engine call)
 

@@ -23,10 +23,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from common import RESULTS, load_engine, percentile, write  # noqa: E402
 
-from spanfill.engine import CompletionRequest  # noqa: E402
-from spanfill.engine.training.corpus import read_split  # noqa: E402
-from spanfill.engine.tools.evaluate import build_tasks, edit_similarity, exact  # noqa: E402
-from spanfill.engine.tools.export_llama import export, generate_completion  # noqa: E402
+from spanfill.engine import (CompletionRequest, build_tasks, edit_similarity, exact,  # noqa: E402
+                             export_llama, generate_completion, read_split)
 
 
 def row(name, kind, L, T, results):
@@ -64,7 +62,7 @@ def main(argv=None) -> int:
     llama = None
     if not args.no_hf:
         from transformers import LlamaForCausalLM
-        llama_dir = export(args.model, Path(tempfile.mkdtemp()) / "llama")
+        llama_dir = export_llama(args.model, Path(tempfile.mkdtemp()) / "llama")
         llama = LlamaForCausalLM.from_pretrained(llama_dir, dtype=engine.model.embed.weight.dtype).eval()
     results: dict[tuple, list] = {}
     agree = 0   # tasks where generate() wrote exactly what spanfill's AR mode wrote

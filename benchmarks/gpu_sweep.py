@@ -25,11 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from common import machine, summary, timed  # noqa: E402
 
-from spanfill.engine import CompletionRequest, Engine, kernels  # noqa: E402
-from spanfill.engine.core.checkpoint import DEFAULT_MODEL_DIR, save_model  # noqa: E402
-from spanfill.engine.core.config import PRESETS  # noqa: E402
-from spanfill.engine.core.model import SpanfillModel  # noqa: E402
-from spanfill.engine.core.tokenizer import train_tokenizer  # noqa: E402
+from spanfill.engine import (DEFAULT_MODEL_DIR, PRESETS, CompletionRequest, Engine, SpanfillModel,  # noqa: E402
+                             kernels, save_model, train_tokenizer)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -15,7 +15,7 @@ import importlib
 from .api import (DTYPES, MAX_CANDIDATES, MAX_SPAN, MAX_STEPS, RULES, CancelledError, CompletionRequest,
                   CompletionResult, Timings)
 
-_LAZY = {   # name -> module that defines it (imported on first access: most of them import torch)
+_LAZY = {   # name -> "module" or "module:attribute" that defines it (imported on first access: most import torch)
     "Engine": ".engine",
     "compiles_by_default": ".engine",
     "CheckpointError": ".core.checkpoint",
@@ -42,6 +42,17 @@ _LAZY = {   # name -> module that defines it (imported on first access: most of 
     "exact": ".tools.scoring",
     "percentile": ".tools.scoring",
     "decoding_label": ".tools.scoring",
+    "export_llama": ".tools.export_llama:export",
+    "generate_completion": ".tools.export_llama",
+    "kernels": ".decoding:kernels",
+    "ModelConfig": ".core.config",
+    "PRESETS": ".core.config",
+    "SpanfillModel": ".core.model",
+    "save_model": ".core.checkpoint",
+    "train_tokenizer": ".core.tokenizer",
+    "build_tiny_model": ".testing",
+    "SAMPLE_PREFIX": ".testing",
+    "SAMPLE_SUFFIX": ".testing",
 }
 
 __all__ = ["DTYPES", "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES", "CancelledError", "CompletionRequest",
@@ -51,7 +62,8 @@ __all__ = ["DTYPES", "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES", "Cancel
 def __getattr__(name: str):
     if name not in _LAZY:
         raise AttributeError(f"module 'spanfill.engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    module, _, attribute = _LAZY[name].partition(":")
+    value = getattr(importlib.import_module(module, __name__), attribute or name)
     globals()[name] = value
     return value
 

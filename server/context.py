@@ -17,9 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlparse
 
-from spanfill.engine import Snippet
-from spanfill.engine.decoding.prompt import cut_prefix, cut_suffix
-from spanfill.engine.core.tokenizer import Tokenizer
+from spanfill.engine import Snippet, Tokenizer, cut_prefix, cut_suffix
 
 from .documents import LINE_BREAK, Document
 
