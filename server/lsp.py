@@ -5,53 +5,40 @@ Protocol surface:
   textDocument/inlineCompletion      ghost text; Invoked -> several candidates, Automatic -> one
   textDocument/completion            fallback items (single line), only with completionFallback
   spanfill/status (request)          model, device, dtype, cache hit rate, latency percentiles, ...
+  spanfill/document (request, params {"uri": ...})   the server's copy of an open document:
+                                     {uri, version, length (code points), sha256 (of its UTF-8)},
+                                     or null; for checking that a client's edits landed as meant
   spanfill/accepted, spanfill/rejected (notifications, params {"id": ...})   feedback statistics;
                                      the id is `command.arguments[0]` of the item shown
   workspace/executeCommand spanfill.accept   what accepting an item runs (VS Code forwards it)
+
+Every request is answered exactly once, malformed ones included (protocol.py says how).
 """
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import itertools
 import logging
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcException
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from . import completion
+from .protocol import SpanfillProtocol
 from .session import Session
 from .settings import SECTION, Settings, apply_settings
 
 log = logging.getLogger(__name__)
 
 STATUS = "spanfill/status"
+DOCUMENT = "spanfill/document"
 ACCEPTED = "spanfill/accepted"
 REJECTED = "spanfill/rejected"
 ACCEPT_COMMAND = "spanfill.accept"
-
-
-class SpanfillProtocol(LanguageServerProtocol):
-    """pygls's protocol minus its document store: the session keeps documents with LSP line
-    semantics and C-speed column conversion (documents.py), so pygls need not keep a second copy."""
-
-    def _user_handler_only(self, method: str, params):
-        if (handler := self.fm.features.get(method)) is not None:
-            yield handler, (params,), None
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
-    def lsp_text_document__did_open(self, params):
-        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_OPEN, params)
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
-    def lsp_text_document__did_change(self, params):
-        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CHANGE, params)
-
-    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
-    def lsp_text_document__did_close(self, params):
-        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CLOSE, params)
 
 
 class SpanfillServer(LanguageServer):
@@ -60,6 +47,14 @@ class SpanfillServer(LanguageServer):
         self.session = Session()
         self._progress_ids = itertools.count(1)
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
+
+    def report_server_error(self, error: Exception, source) -> None:
+        """pygls's reader hands over what it could not handle. The protocol answers every message it
+        could parse, so from the reader (source JsonRpcException) this is a body that is not JSON."""
+        if source is JsonRpcException:
+            self.protocol.refuse_unparsable(error)
+        else:
+            super().report_server_error(error, source)
 
     def warn_user(self, message: str) -> None:
         log.warning("%s", message)
@@ -159,8 +154,13 @@ async def on_initialized(ls: SpanfillServer, params: types.InitializedParams) ->
 async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurationParams) -> None:
     raw = params.settings
     if not raw and ls.client_supports("workspace", "configuration"):   # pull-model clients send an empty change
-        raw = (await ls.workspace_configuration_async(types.ConfigurationParams(
-            items=[types.ConfigurationItem(section=SECTION)])))[0]
+        try:
+            pulled = await ls.workspace_configuration_async(types.ConfigurationParams(
+                items=[types.ConfigurationItem(section=SECTION)]))
+        except JsonRpcException as err:     # the client refused, or its reply was not a list of settings
+            ls.warn_user(f"spanfill: settings unchanged: the client's workspace/configuration reply failed: {err}")
+            return
+        raw = pulled[0] if pulled else None
     previous = ls.update_settings(raw)
     if ls.session.settings.completion_fallback:
         await ls.enable_fallback(dynamic=True)
@@ -203,6 +203,15 @@ async def on_completion(ls: SpanfillServer, params: types.CompletionParams):
 @server.feature(STATUS)
 def on_status(ls: SpanfillServer, params) -> dict:
     return ls.session.status()
+
+
+@server.feature(DOCUMENT)
+def on_document(ls: SpanfillServer, params) -> dict | None:
+    doc = ls.session.documents.get(getattr(params, "uri", None))
+    if doc is None:
+        return None
+    digest = hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()
+    return {"uri": doc.uri, "version": doc.version, "length": len(doc.text), "sha256": digest}
 
 
 def _feedback(ls: SpanfillServer, params, accepted: bool) -> None:

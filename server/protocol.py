@@ -1,0 +1,146 @@
+"""The JSON-RPC layer under the language server: pygls's LSP protocol without its document store,
+and with one answer to every request.
+
+pygls 2.1.1 turns each body into a message inside `json.loads` (the object hook
+`structure_message`) and, when that raises, its reader only logs: a request whose params fail to
+deserialize (a negative position), a body that is not JSON, or JSON that is not a JSON-RPC message
+got no response at all, and a client waits for it forever. Here:
+
+  params that do not deserialize        InvalidParams (MethodNotFound first, if nothing serves it)
+  a body that is not JSON               ParseError, id null (from the server's error handler)
+  JSON that is not a request object     InvalidRequest (an array: LSP has no batches; a number;
+                                        an object without "jsonrpc"; an id that is no int/string)
+  a request after `shutdown`            InvalidRequest (LSP)
+  a notification with invalid params    logged and dropped
+  a reply to our request that does not deserialize   fails the request waiting for it
+
+Cancellation stays pygls's: `$/cancelRequest` cancels the handler's task, which answers
+RequestCancelled unless the result was sent first.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import cattrs
+from lsprotocol import types
+from pygls.exceptions import (JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest,
+                              JsonRpcMethodNotFound, JsonRpcParseError)
+from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol.json_rpc import RPCError, RPCNotification, RPCRequest, RPCResponse
+
+log = logging.getLogger(__name__)
+
+JSONRPC = "2.0"
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A JSON-RPC message whose params (or result) did not deserialize, kept for an answer."""
+    data: dict
+    error: JsonRpcException
+
+    def detail(self) -> str:
+        """What was wrong, field by field ("... should be in range [0:2147483647], but was -1 @ $.params.position")."""
+        cause = self.error.__cause__
+        if isinstance(cause, cattrs.BaseValidationError):
+            return "; ".join(cattrs.transform_error(cause, format_exception=lambda exc, _: str(exc)))
+        return str(cause or self.error)
+
+
+def valid_id(msg_id: Any) -> bool:
+    return isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
+
+
+class SpanfillProtocol(LanguageServerProtocol):
+    # -- documents: the session keeps them ---------------------------------------------------
+    # pygls's protocol keeps a copy of every open document; the session keeps them with LSP line
+    # semantics and C-speed column conversion (documents.py), so pygls need not keep a second one.
+    def _user_handler_only(self, method: str, params):
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params):
+        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params):
+        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params):
+        yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+    # -- every request answered --------------------------------------------------------------
+    def structure_message(self, data: dict):
+        """`json.loads`'s object hook, called for every object of a body, innermost first; the one
+        with "jsonrpc" is the message. One that does not deserialize comes back as `Unreadable`
+        for `handle_message` to answer, instead of raising out of the reader unanswered."""
+        if "jsonrpc" not in data:
+            return data
+        if "method" in data and "params" not in data:
+            data = {**data, "params": None}    # JSON-RPC lets params be omitted; pygls's generic types do not
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:
+            return Unreadable(data, error)
+
+    def handle_message(self, message) -> None:
+        try:
+            if isinstance(message, Unreadable):
+                self._answer_unreadable(message)
+            elif not isinstance(message, (RPCRequest, RPCNotification, RPCResponse, RPCError)):
+                self._refuse(message.get("id") if isinstance(message, dict) else None, JsonRpcInvalidRequest(
+                    f"not a JSON-RPC {JSONRPC} message (LSP sends one object per message, with \"jsonrpc\", "
+                    f"\"id\" and \"method\"): {str(message)[:80]}"))
+            elif isinstance(message, RPCRequest) and (refusal := self._refusal(message.id, message.method,
+                                                                                message.jsonrpc)):
+                self._refuse(message.id, refusal)
+            else:
+                super().handle_message(message)
+        except Exception:     # a handler's own errors are answered by pygls; this is anything else
+            log.exception("could not handle message %s", str(message)[:200])
+
+    def _refusal(self, msg_id, method, jsonrpc) -> JsonRpcException | None:
+        """Why a request may not be handled here, if it may not: JSON-RPC's and LSP's rules."""
+        if not valid_id(msg_id):
+            problem = f"its id {msg_id!r} is not an integer or a string"
+        elif not isinstance(method, str):
+            problem = f"its method {method!r} is not a string"
+        elif jsonrpc != JSONRPC:
+            problem = f'its "jsonrpc" is {jsonrpc!r}, not {JSONRPC!r}'
+        elif self._shutdown and method != types.EXIT:
+            problem = "the server is shutting down (shutdown was requested); only exit is accepted"
+        elif method not in self.fm.builtin_features and method not in self.fm.features:
+            return JsonRpcMethodNotFound.of(method)
+        else:
+            return None
+        return JsonRpcInvalidRequest(f"invalid request: {problem}")
+
+    def _answer_unreadable(self, message: Unreadable) -> None:
+        data, method, msg_id = message.data, message.data.get("method"), message.data.get("id")
+        if method is None:                   # a response to one of our requests
+            if valid_id(msg_id) and msg_id in self._request_futures:
+                self._handle_response(msg_id, None, types.ResponseError(message.error.code, message.detail()))
+            else:
+                log.warning("dropped a malformed response: %s", message.detail())
+        elif "id" not in data:
+            log.warning("dropped notification %r with invalid params: %s", method, message.detail())
+        elif refusal := self._refusal(msg_id, method, data.get("jsonrpc")):
+            self._refuse(msg_id, refusal)
+        else:
+            log.warning("refused %s request %r: invalid params: %s", method, msg_id, message.detail())
+            self._refuse(msg_id, JsonRpcInvalidParams(f"invalid params for {method}: {message.detail()}"))
+
+    def refuse_unparsable(self, error: Exception) -> None:
+        """Answer a body that is not JSON (JSON-RPC: a parse error, id null)."""
+        log.warning("answered a message that is not JSON with a parse error: %s", error)
+        self._refuse(None, JsonRpcParseError(f"the message is not valid JSON: {type(error).__name__}: {error}"))
+
+    def _refuse(self, msg_id, error: JsonRpcException) -> None:
+        """Answer with an error; "id": null where the request's id could not be read (JSON-RPC).
+        Written as a plain object: lsprotocol's ResponseErrorMessage leaves out an id of None."""
+        self._send_data({"jsonrpc": JSONRPC, "id": msg_id if valid_id(msg_id) else None,
+                         "error": self._converter.unstructure(error.to_response_error())})
