@@ -61,7 +61,7 @@ def main(argv=None) -> int:
 
     with torch.inference_mode():   # encoding the whole context, as a request for a new file does
         tokens = torch.tensor([entry.tokens], device=span.device)
-        scratch = engine.cache._allocate(entry.capacity)
+        scratch = engine.cache.allocate(entry.capacity)
         engine.model.encode_context(tokens, 0, scratch)
     # and the few tokens a keystroke re-encodes at the end of a cached context (token healing
     # re-encodes at least two)

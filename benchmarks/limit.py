@@ -82,7 +82,7 @@ def main(argv=None) -> int:
     dtype = model.embed.weight.dtype
     L, C = args.span, args.context
     with torch.inference_mode():
-        kv = engine.cache._allocate(C + L)
+        kv = engine.cache.allocate(C + L)
         model.encode_context(torch.randint(10, cfg.vocab_size, (1, C)), 0, kv)
     span = torch.full((1, L), engine.tokenizer.special.mask)
 

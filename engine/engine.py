@@ -20,7 +20,7 @@ from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
-from .decoding.denoise import DenoiseConfig, ar_decode, denoise, shrink_lengths
+from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, shrink_lengths
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
@@ -54,7 +54,6 @@ class Engine:
         on_cuda = model.embed.weight.is_cuda
         self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
         self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
-        self._biases: dict[tuple[int, ...], torch.Tensor] = {}
         self._lock = threading.Lock()
         self.budget = Budget.scaled(model.cfg.max_context_tokens)   # what `complete` cuts windows to
 
@@ -108,16 +107,6 @@ class Engine:
                 "compile_seconds": self.compiled.compile_seconds if self.compiled else None,
                 # calls a compiled step's guards rejected, which ran eagerly (per step)
                 "compiled_fallbacks": dict(self.compiled.fallbacks) if self.compiled else None}
-
-    def _bias(self, banned: list[int]) -> torch.Tensor:
-        """[V] float: -inf on the banned ids (the compiled step's form of `banned`)."""
-        key = tuple(banned)
-        if key not in self._biases:
-            w = self.model.embed.weight
-            with torch.inference_mode():
-                self._biases[key] = torch.zeros(self.model.cfg.vocab_size, device=w.device).index_fill_(
-                    0, torch.tensor(key, dtype=torch.long, device=w.device), float("-inf"))
-        return self._biases[key]
 
     @property
     def cache_stats(self) -> dict:
@@ -204,7 +193,7 @@ class Engine:
             else:
                 fused_step = None
                 if compiled and compiled.supports(req.n, L, req.temperature, req.rule):
-                    bias = self._bias(banned)
+                    bias = banned_bias(tuple(banned), self.model.cfg.vocab_size, self.model.embed.weight.device)
                     first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
 
                     def fused_step(span, masked, context_len, kv, steps_left):

@@ -106,16 +106,33 @@ class SpanfillModel(nn.Module):
             return self.head(self.norm(h))
         return F.linear(self.norm(h), self.embed.weight)
 
+    def allocate_kv(self, capacity: int, batch: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The one KV allocator: per layer a (keys, values) pair, each [batch, H, capacity, Dh], zeroed,
+        in the weights' dtype and device (the context cache, the compiled steps' scratch and the CUDA
+        path's static buffers all take theirs from here)."""
+        cfg, w = self.cfg, self.embed.weight
+        shape = (batch, cfg.n_heads, capacity, cfg.head_dim)
+        return [(torch.zeros(shape, dtype=w.dtype, device=w.device), torch.zeros(shape, dtype=w.dtype, device=w.device))
+                for _ in range(cfg.n_layers)]
+
+    def blocks(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attend) -> torch.Tensor:
+        """The one block loop. x: [B, S, D] -> [B, S, D]; attend(layer, q, k, v) -> [B, H, S, Dh] is
+        where the entry points differ: what each layer's queries see, and which keys/values it keeps."""
+        for i, block in enumerate(self.layers):
+            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
+            x = x + block.attn.out(attend(i, q, k, v))
+            x = x + block.mlp(block.mlp_norm(x))
+        return x
+
     # ---- training ------------------------------------------------------------------------------
     def forward_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V]."""
         x = self.embed(tokens)
         cos, sin = self._rope(positions, x.dtype)
-        for block in self.layers:
-            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
-            x = x + block.attn.out(F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-            x = x + block.mlp(block.mlp_norm(x))
-        return self.logits(x)
+
+        def attend(i, q, k, v):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.logits(self.blocks(x, cos, sin, attend))
 
     # ---- inference -----------------------------------------------------------------------------
     def encode_context(self, tokens: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
@@ -126,36 +143,43 @@ class SpanfillModel(nn.Module):
         end = start + N
         x = self.embed(tokens)
         cos, sin = self._rope(torch.arange(start, end, device=tokens.device), x.dtype)
-        # from position 0 the mask is plain causal: is_causal spares the kernel an N x N mask (CPU, 450
-        # tokens, one thread: 0.89 vs 1.20 ms per layer). Branches, not `causal = N > 1 and ...`: compiled
-        # with dynamic shapes that expression is a symbolic bool, which SDPA rejects (a graph break).
+        # from position 0 the mask is plain causal: is_causal spares the kernel an N x N mask. Branches,
+        # not `causal = N > 1 and ...`: compiled with dynamic shapes that expression is a symbolic
+        # bool, which SDPA rejects (a graph break).
         mask, causal = None, False
         if N > 1 and start > 0:  # new query i (absolute start+i) sees every cached key and new keys j <= i
             mask = torch.ones(N, end, dtype=torch.bool, device=tokens.device).tril(diagonal=start)
         elif N > 1:
             causal = True
-        for block, (kbuf, vbuf) in zip(self.layers, kv):
-            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
+
+        def attend(i, q, k, v):
+            kbuf, vbuf = kv[i]
             kbuf[:, :, start:end] = k
             vbuf[:, :, start:end] = v
-            y = F.scaled_dot_product_attention(q, kbuf[:, :, :end], vbuf[:, :, :end], attn_mask=mask, is_causal=causal)
-            x = x + block.attn.out(y)
-            x = x + block.mlp(block.mlp_norm(x))
-        return x[:, -1]
+            return F.scaled_dot_product_attention(q, kbuf[:, :, :end], vbuf[:, :, :end], attn_mask=mask, is_causal=causal)
+        return self.blocks(x, cos, sin, attend)[:, -1]
 
-    def span_step(self, span: torch.Tensor, context_len: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
-        """One denoising forward pass. span: [B, L] token ids (masks included); the span occupies
-        positions context_len..context_len+L-1 and attends to all of them plus the cached context.
-        Returns final hidden states [B, L, D]; call `logits` on the rows that are still masked."""
+    def span_step(self, span: torch.Tensor, context_len: int, kv: list[tuple[torch.Tensor, torch.Tensor]],
+                  positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """One denoising forward pass. span: [B, L] token ids (masks included); the span follows the
+        first context_len cached positions and attends to all of them and to itself. Returns final
+        hidden states [B, L, D]; `logits` turns them into predictions.
+
+        Static shapes (the CUDA graphs): context_len is then the bucket's capacity, positions [L] the
+        span's real RoPE positions and key_mask [context_len + L] bool hides the bucket's unused keys."""
         B, L = span.shape
         end = context_len + L
         x = self.embed(span)
-        cos, sin = self._rope(torch.arange(context_len, end, device=span.device), x.dtype)
+        if positions is None:
+            positions = torch.arange(context_len, end, device=span.device)
+        cos, sin = self._rope(positions, x.dtype)
+        attn_mask = None if key_mask is None else key_mask.view(1, 1, 1, -1)
         # one candidate: the span's keys/values go into the buffers' scratch room after the context
         # (never read as context), so no step copies the cached context
         in_place = B == 1 and kv[0][0].shape[2] >= end
-        for block, (kbuf, vbuf) in zip(self.layers, kv):
-            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)
+
+        def attend(i, q, k, v):
+            kbuf, vbuf = kv[i]
             if in_place:
                 kbuf[:, :, context_len:end] = k
                 vbuf[:, :, context_len:end] = v
@@ -163,10 +187,8 @@ class SpanfillModel(nn.Module):
             else:
                 keys = torch.cat([kbuf[:, :, :context_len].expand(B, -1, -1, -1), k], dim=2)
                 values = torch.cat([vbuf[:, :, :context_len].expand(B, -1, -1, -1), v], dim=2)
-            y = F.scaled_dot_product_attention(q, keys, values)
-            x = x + block.attn.out(y)
-            x = x + block.mlp(block.mlp_norm(x))
-        return x
+            return F.scaled_dot_product_attention(q, keys, values, attn_mask=attn_mask)
+        return self.blocks(x, cos, sin, attend)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())

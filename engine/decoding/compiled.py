@@ -6,12 +6,9 @@ fuses the pointwise work into a few C++ loops, and with the weights frozen the s
 matmuls become its C++ GEMM template (AMX micro-kernels on pre-packed weights; see STEP_CONFIG).
 What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 
-* `denoise_step(span, masked, context_len, kv, bias, first_bias, steps_left)`: one whole greedy
-  denoising step of one candidate with the `content` commit rule, in place on span/masked — the
-  span's forward against the cached context, logits for every position, banned ids and token healing
-  as additive biases, max-probability and argmax, then the commit (denoise.commit_content: the
-  trailing pads and this step's share of the content; everything on the last step) and the
-  truncation after <|eom|> (denoise.apply_commit);
+* `denoise_step(span, masked, context_len, kv, bias, first_bias, steps_left)`: denoise.step_body,
+  the one step body, for greedy decoding of one candidate with the `content` commit rule, in place
+  on span/masked (steps_left a tensor: the commit is a rank test, so every step shares one graph);
 * `token_step(token, position, kv) -> logits`: one AR token through the causal path;
 * `prefill(tokens, start, kv) -> hidden`: encoding new context tokens into the cache (all of a new
   file's context, or the few tokens typed since the last request), dynamic in their number.
@@ -42,8 +39,8 @@ import types
 
 import torch
 
-from .denoise import NEG_INF, apply_commit, commit_content
-from ..core.model import SpanfillModel
+from ..core.family import ModelFamily
+from .denoise import step_body
 
 log = logging.getLogger(__name__)
 # Inductor settings while warming up. `freezing` makes the weights graph constants, so the matmuls
@@ -89,7 +86,7 @@ def own_code(method):
 
 
 class CompiledSteps:
-    def __init__(self, model: SpanfillModel, span_length: int, eom_id: int, pad_id: int,
+    def __init__(self, model: ModelFamily, span_length: int, eom_id: int, pad_id: int,
                  shrink_to: tuple[int, ...] = ()):
         self.model = model
         self.eom_id, self.pad_id = eom_id, pad_id
@@ -111,13 +108,8 @@ class CompiledSteps:
 
     # ---- the compiled functions ----------------------------------------------------------------
     def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, steps_left) -> None:
-        logits = self.model.logits(self.model.span_step(span, context_len, kv)).float() + bias   # [1, L, V]
-        logits[:, 0] += first_bias
-        top, token = logits.max(dim=-1)
-        confidence = torch.exp(top - torch.logsumexp(logits, dim=-1)).masked_fill(~masked, NEG_INF)
-        proposal = torch.where(masked, token, span)
-        commit = commit_content(span, masked, confidence, proposal, steps_left, self.pad_id)
-        apply_commit(span, masked, commit, proposal, self.eom_id, self.pad_id)
+        step_body(self.model, span, masked, context_len, kv, steps_left, 0, bias, first_bias, "content", 0.0,
+                  self.eom_id, self.pad_id)
 
     def _token_step(self, token, position: int, kv):
         return self.model.logits(self.model.encode_context(token, position, kv))
@@ -222,10 +214,7 @@ class CompiledSteps:
             self._done.set()
 
     def _scratch(self, capacity: int):
-        cfg, w = self.model.cfg, self.model.embed.weight
-        shape = (1, cfg.n_heads, capacity, cfg.head_dim)
-        return [(torch.zeros(shape, dtype=w.dtype, device=w.device), torch.zeros(shape, dtype=w.dtype, device=w.device))
-                for _ in range(cfg.n_layers)]
+        return self.model.allocate_kv(capacity)
 
     def start(self) -> "CompiledSteps":
         threading.Thread(target=self.warm, name="spanfill-compile", daemon=True).start()

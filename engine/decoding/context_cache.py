@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..core.model import SpanfillModel
+from ..core.family import ModelFamily
 
 MIN_SHARED_TO_REUSE = 16   # below this, taking over an entry would evict another file's context for little gain
 CAPACITY_ROUND = 128
@@ -45,18 +45,15 @@ class Lookup:
 
 
 class ContextCache:
-    def __init__(self, model: SpanfillModel, max_entries: int = 4):
+    def __init__(self, model: ModelFamily, max_entries: int = 4):
         self.model = model
         self.max_entries = max_entries
         self.entries: list[CacheEntry] = []          # most recently used last
         self.requests = self.reused_tokens = self.encoded_tokens = 0
 
-    def _allocate(self, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        cfg, w = self.model.cfg, self.model.embed.weight
-        capacity = -(-capacity // CAPACITY_ROUND) * CAPACITY_ROUND
-        shape = (1, cfg.n_heads, capacity, cfg.head_dim)
-        return [(torch.zeros(shape, dtype=w.dtype, device=w.device), torch.zeros(shape, dtype=w.dtype, device=w.device))
-                for _ in range(cfg.n_layers)]
+    def allocate(self, capacity: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Buffers for at least `capacity` positions, rounded up so a growing context rarely reallocates."""
+        return self.model.allocate_kv(-(-capacity // CAPACITY_ROUND) * CAPACITY_ROUND)
 
     def _choose(self, tokens: list[int]) -> tuple[CacheEntry, int]:
         best, shared = None, 0
@@ -83,7 +80,7 @@ class ContextCache:
         needed = len(tokens) + room_after
         if entry.capacity < needed:
             old = entry.kv
-            entry.kv = self._allocate(needed)
+            entry.kv = self.allocate(needed)
             for (k_new, v_new), (k_old, v_old) in zip(entry.kv, old):
                 k_new[:, :, :shared] = k_old[:, :, :shared]
                 v_new[:, :, :shared] = v_old[:, :, :shared]

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
-import torch.nn.functional as F
 
+from ..core.family import ModelFamily
 from . import kernels
-from .denoise import NEG_INF, DenoiseConfig, DenoiseOutput, Step, StepPlan, commit_step, pick_tokens
-from ..core.model import SpanfillModel
+from .denoise import DenoiseConfig, DenoiseOutput, Step, StepPlan, banned_bias, step_body
 
 CONTEXT_ROUND = 128
 
@@ -55,7 +54,7 @@ class StaticSpanDenoiser:
     """Greedy span denoising against a static context buffer, one bucket of buffers (and graphs) per
     shape. Holds GPU state between requests, so one thread owns it, as it owns the Engine."""
 
-    def __init__(self, model: SpanfillModel, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None):
+    def __init__(self, model: ModelFamily, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None):
         self.model = model
         self.mask_id, self.eom_id, self.pad_id = mask_id, eom_id, pad_id
         self.device = model.embed.weight.device
@@ -65,6 +64,7 @@ class StaticSpanDenoiser:
         self._kv: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._arange: torch.Tensor | None = None
         self._first_bias: torch.Tensor | None = None   # [V] healing's bias on position 0 (0 = none)
+        self._bias: torch.Tensor | None = None         # [V] the banned ids' bias
         self._buckets: dict[tuple, StepBuffers] = {}
         self._pool = None
 
@@ -89,12 +89,10 @@ class StaticSpanDenoiser:
         """Copy the context into the static KV buffer and reset the bucket's span (no sync)."""
         mcfg, dev = self.model.cfg, self.device
         if self._kv is None:
-            shape = (1, mcfg.n_heads, mcfg.max_positions, mcfg.head_dim)
-            dtype = self.model.embed.weight.dtype
-            self._kv = [(torch.zeros(shape, dtype=dtype, device=dev), torch.zeros(shape, dtype=dtype, device=dev))
-                        for _ in range(mcfg.n_layers)]
+            self._kv = self.model.allocate_kv(mcfg.max_positions)
             self._arange = torch.arange(mcfg.max_positions, device=dev)
-            self._first_bias = torch.zeros(mcfg.vocab_size, dtype=dtype, device=dev)
+            self._first_bias = torch.zeros(mcfg.vocab_size, device=dev)
+            self._bias = torch.zeros(mcfg.vocab_size, device=dev)
         L, C = cfg.span_length, context_len
         Cb = context_bucket(C, mcfg.max_positions)
         key = (L, n, Cb, cfg.rule, cfg.threshold, tuple(cfg.banned or ()))
@@ -112,36 +110,19 @@ class StaticSpanDenoiser:
             self._first_bias.zero_()
         else:
             self._first_bias.copy_(cfg.first_bias)
+        self._bias.copy_(banned_bias(tuple(cfg.banned or ()), mcfg.vocab_size, dev))
         b.span.fill_(self.mask_id)
         b.masked.fill_(True)
         b.steps_run.zero_()
         return b
 
     # ---- one step --------------------------------------------------------------------------------
-    def _forward(self, b: StepBuffers) -> torch.Tensor:
-        """`SpanfillModel.span_step` against the static context: keys past C are masked out."""
-        model, Cb = self.model, b.context_capacity
-        B = b.span.shape[0]
-        x = model.embed(b.span)                                        # [B, L, D]
-        cos, sin = model._rope(b.positions, x.dtype)
-        key_mask = b.key_mask.view(1, 1, 1, -1)                        # [1, 1, 1, Cb + L]
-        for block, (kbuf, vbuf) in zip(model.layers, self._kv):
-            q, k, v = block.attn.qkv(block.attn_norm(x), cos, sin)     # each [B, H, L, Dh]
-            keys = torch.cat([kbuf[:, :, :Cb].expand(B, -1, -1, -1), k], dim=2)
-            values = torch.cat([vbuf[:, :, :Cb].expand(B, -1, -1, -1), v], dim=2)
-            x = x + block.attn.out(F.scaled_dot_product_attention(q, keys, values, attn_mask=key_mask))
-            x = x + block.mlp(block.mlp_norm(x))
-        return x
-
     def _step(self, b: StepBuffers, cfg: DenoiseConfig, step: Step) -> None:
-        B, L = b.span.shape
-        logits = self.model.logits(self._forward(b))                   # [B, L, V]
-        logits[:, 0] += self._first_bias
-        conf, token = pick_tokens(logits.flatten(0, 1), banned=cfg.banned)
-        confidence = conf.view(B, L).masked_fill(~b.masked, NEG_INF)
-        proposal = torch.where(b.masked, token.view(B, L), b.span)
+        """denoise.step_body against the static context: keys past C are masked out."""
         b.steps_run += b.masked.any()
-        commit_step(b.span, b.masked, confidence, proposal, step, cfg, self.eom_id, self.pad_id)
+        step_body(self.model, b.span, b.masked, b.context_capacity, self._kv, step.left, step.k, self._bias,
+                  self._first_bias, cfg.rule, cfg.threshold, self.eom_id, self.pad_id,
+                  positions=b.positions, key_mask=b.key_mask)
 
     def _run(self, b: StepBuffers, cfg: DenoiseConfig, step: Step) -> None:
         if not self.graphs:

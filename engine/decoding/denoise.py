@@ -17,6 +17,7 @@ early stops early. `threshold` is Fast-dLLM's.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -24,7 +25,7 @@ from typing import Callable
 import torch
 
 from . import kernels
-from ..core.model import SpanfillModel
+from ..core.family import ModelFamily
 
 NEG_INF = float("-inf")
 # a proposed <|pad|> more probable than this joins the span's free tail (rule `content`). Of the two
@@ -160,19 +161,18 @@ class DenoiseConfig:
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
 
 
-def commit_step(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
-                step: Step, cfg: DenoiseConfig, eom: int, pad: int) -> None:
-    """In place, the end of every step: choose positions by cfg.rule (all that are left on the final
-    step), copy their proposed tokens into span and drop them from masked. All tensors [B, L]."""
-    if step.final:
-        commit = masked.clone()
-    elif cfg.rule == "threshold":
-        commit = commit_threshold(confidence, masked, cfg.threshold)
-    elif cfg.rule == "content":
-        commit = commit_content(span, masked, confidence, proposal, step.left, pad)
-    else:
-        commit = commit_topk(confidence, masked, step.k)
-    apply_commit(span, masked, commit, proposal, eom, pad)
+def choose_commit(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
+                  left: torch.Tensor | int, k: int, rule: str, threshold: float, pad: int) -> torch.Tensor:
+    """[B, L] bool: the positions this step commits under `rule`, with `left` steps left (this one
+    included) and `k` the fixed schedule's count; on the final step (left == 1) everything left.
+    Under `content`, left may be a tensor (the compiled step's): its rank test needs no branch."""
+    if rule == "content":
+        return commit_content(span, masked, confidence, proposal, left, pad)   # left == 1 takes all
+    if left == 1:
+        return masked.clone()
+    if rule == "threshold":
+        return commit_threshold(confidence, masked, threshold)
+    return commit_topk(confidence, masked, k)
 
 
 def apply_commit(span: torch.Tensor, masked: torch.Tensor, commit: torch.Tensor, proposal: torch.Tensor,
@@ -192,7 +192,7 @@ class Step:
         return self.left == 1
 
     def key(self, rule: str) -> tuple:
-        """What `commit_step` reads of this step under `rule`: steps with equal keys commit alike,
+        """What `choose_commit` reads of this step under `rule`: steps with equal keys commit alike,
         so a captured step (cuda_step's CUDA graphs) is shared between them."""
         if self.final:
             return ("final",)
@@ -229,35 +229,70 @@ class DenoiseOutput:
     cancelled: bool
 
 
-def _pick(logits: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig, generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """pick_tokens over the masked rows of all candidates (row-major, so candidate 0's rows come
-    first), greedy for candidate 0 when cfg.greedy_first."""
-    if not (cfg.greedy_first and cfg.temperature > 0):
-        return pick_tokens(logits, cfg.temperature, cfg.top_p, generator, cfg.banned)
-    first_row = int(masked[0].sum())   # a host sync, only on this sampled path
-    conf0, tok0 = pick_tokens(logits[:first_row], 0.0, 1.0, None, cfg.banned)
-    conf1, tok1 = pick_tokens(logits[first_row:], cfg.temperature, cfg.top_p, generator, cfg.banned)
-    return torch.cat([conf0.float(), conf1.float()]), torch.cat([tok0, tok1])
+@functools.lru_cache(maxsize=64)
+def banned_bias(banned: tuple[int, ...], vocab_size: int, device: torch.device) -> torch.Tensor:
+    """[V] float: -inf on the banned ids, 0 elsewhere; added to the logits. Cached, so it is made once
+    per set of ids and device (never inside a captured CUDA graph), and a compiled step sees the same
+    tensor every time (an inference tensor, as the compiled steps' guards expect)."""
+    with torch.inference_mode():
+        bias = torch.zeros(vocab_size, device=device)
+        if banned:
+            bias[list(banned)] = NEG_INF
+    return bias
 
 
-def first_position_rows(masked: torch.Tensor) -> torch.Tensor:
-    """Indices, among the masked rows of all candidates (row-major), of each candidate's position 0
-    while it is still masked."""
-    counts = masked.sum(1)
-    return (counts.cumsum(0) - counts)[masked[:, 0]]
+def greedy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return pick_tokens(logits)
 
 
-def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
+def sampler(cfg: DenoiseConfig, generator: torch.Generator | None, span_length: int):
+    """pick(logits [B*L, V]) for cfg's temperature: greedy, a sample, or (greedy_first) greedy for
+    candidate 0's rows and a sample for the others'."""
+    if cfg.temperature <= 0:
+        return greedy
+
+    def pick(logits):
+        if not cfg.greedy_first:
+            return pick_tokens(logits, cfg.temperature, cfg.top_p, generator)
+        conf0, tok0 = pick_tokens(logits[:span_length])
+        conf1, tok1 = pick_tokens(logits[span_length:], cfg.temperature, cfg.top_p, generator)
+        return torch.cat([conf0.float(), conf1.float()]), torch.cat([tok0, tok1])
+    return pick
+
+
+def step_body(model: ModelFamily, span: torch.Tensor, masked: torch.Tensor, context_len: int, kv,
+              left: torch.Tensor | int, k: int, bias: torch.Tensor, first_bias: torch.Tensor, rule: str,
+              threshold: float, eom: int, pad: int, pick=greedy,
+              positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None) -> None:
+    """One denoising step, in place on span/masked [B, L]: the span's forward against the cached
+    context, logits for every position with the banned ids' bias [V] and token healing's first_bias
+    [V] on position 0, a pick per position, then the commit. The one step body: `denoise` runs it
+    eagerly, compiled.py through torch.compile, cuda_step.py captured in CUDA graphs. Every position's
+    logits, not only the masked ones': no data-dependent shapes, so it compiles and graph-captures."""
+    B, L = span.shape
+    logits = model.logits(model.span_step(span, context_len, kv, positions, key_mask)).float() + bias   # [B, L, V]
+    logits[:, 0] += first_bias
+    conf, token = pick(logits.flatten(0, 1))
+    confidence = conf.view(B, L).masked_fill(~masked, NEG_INF)
+    proposal = torch.where(masked, token.view(B, L), span)
+    commit = choose_commit(span, masked, confidence, proposal, left, k, rule, threshold, pad)
+    apply_commit(span, masked, commit, proposal, eom, pad)
+
+
+def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig, mask_id: int,
             eom_id: int, pad_id: int, generator: torch.Generator | None = None,
             deadline: float | None = None, cancelled: Callable[[], bool] | None = None,
             fused_step: Callable | None = None) -> DenoiseOutput:
-    """Denoise n candidate spans against the cached context kv[:, :, :context_len].
-    fused_step(span, masked, context_len, kv, steps_left), in place, replaces a whole step of greedy
-    decoding with the `content` rule (compiled.py; steps_left = 1 on the final step)."""
+    """Denoise n candidate spans against the cached context kv[:, :, :context_len]: the one step
+    loop. fused_step(span, masked, context_len, kv, steps_left), in place, runs `step_body` compiled
+    for greedy decoding with the `content` rule (compiled.py; steps_left = 1 on the final step)."""
     device = model.embed.weight.device
     L = cfg.span_length
     span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
     masked = torch.ones(n, L, dtype=torch.bool, device=device)
+    bias = banned_bias(tuple(cfg.banned or ()), model.cfg.vocab_size, device)
+    first_bias = cfg.first_bias.float() if cfg.first_bias is not None else torch.zeros_like(bias)
+    pick = sampler(cfg, generator, L)
     plan = StepPlan(L, cfg.steps, deadline, cancelled)
     steps_run = 0
     for step in plan:
@@ -265,17 +300,8 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
         if fused_step is not None:
             fused_step(span, masked, context_len, kv, step.left)
         else:
-            hidden = model.span_step(span, context_len, kv)             # [n, L, D]
-            logits = model.logits(hidden[masked])                        # [masked rows, V]
-            if cfg.first_bias is not None:
-                rows = first_position_rows(masked)
-                logits[rows] = logits[rows] + cfg.first_bias.to(logits.dtype)
-            conf_m, token_m = _pick(logits, masked, cfg, generator)
-            confidence = torch.full(span.shape, NEG_INF, device=device)
-            proposal = span.clone()
-            confidence[masked] = conf_m
-            proposal[masked] = token_m
-            commit_step(span, masked, confidence, proposal, step, cfg, eom_id, pad_id)
+            step_body(model, span, masked, context_len, kv, step.left, step.k, bias, first_bias, cfg.rule,
+                      cfg.threshold, eom_id, pad_id, pick)
         if step.final or not masked.any():
             break
         if cfg.shrink_to:
@@ -289,7 +315,7 @@ def denoise(model: SpanfillModel, kv, context_len: int, n: int, cfg: DenoiseConf
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 
 
-def ar_decode(model: SpanfillModel, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
+def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
               eom_id: int, temperature: float = 0.0, top_p: float = 1.0,
               generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
               cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None,

@@ -63,7 +63,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
     # one typed token at a time (the requests above heal, re-encoding two or more)
     with torch.inference_mode():
-        kv, scratch = fast.cache._allocate(300), fast.cache._allocate(300)
+        kv, scratch = fast.cache.allocate(300), fast.cache.allocate(300)
         ids = [40, 41, 42, 43, 44, 45]
         for start, end in ((0, 3), (3, 4), (4, 5), (5, 6)):
             new = torch.tensor([ids[start:end]])   # as the cache passes them (a slice's strides differ)
@@ -163,13 +163,13 @@ def test_a_call_that_would_recompile_runs_eagerly(compiled_l32):
     engine = compiled_l32
     model, compiled = engine.model, engine.compiled
     with torch.inference_mode():     # as the engine allocates it (the graphs guard on inference tensors)
-        kv = engine.cache._allocate(64)
+        kv = engine.cache.allocate(64)
     compiles = dict(torch._dynamo.utils.counters["frames"])
     tokens = torch.tensor([[40]], dtype=torch.int32)     # compiled for int64 token ids
     assert engine.info["compiled_fallbacks"] == {"denoise": 0, "token": 0, "prefill": 0}
     with torch.inference_mode():
         out = compiled.token_step(tokens, 5, kv)
-        expected = model.logits(model.encode_context(tokens, 5, engine.cache._allocate(64)))
+        expected = model.logits(model.encode_context(tokens, 5, engine.cache.allocate(64)))
     assert torch.allclose(out, expected, atol=1e-5)
     assert dict(torch._dynamo.utils.counters["frames"]) == compiles
     assert engine.info["compiled_fallbacks"] == {"denoise": 0, "token": 1, "prefill": 0}
@@ -192,7 +192,7 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
     compiles = dict(torch._dynamo.utils.counters["frames"])
     gen = torch.Generator().manual_seed(0)
     with torch.inference_mode():
-        kv = engine.cache._allocate(200)
+        kv = engine.cache.allocate(200)
         engine.model.encode_context(torch.randint(10, V, (1, 120), generator=gen), 0, kv)
         bias, first = torch.zeros(V), torch.zeros(V)
         for n in (32, 16, 32, 16):

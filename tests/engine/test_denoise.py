@@ -3,9 +3,10 @@ import types
 
 import torch
 
-from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, commit_content, commit_schedule, commit_spread,
-                                     commit_step, commit_threshold, commit_topk, denoise, pick_tokens,
-                                     shrink_lengths, shrunk_length, trailing_pads, truncate_after_eom)
+from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, apply_commit, choose_commit, commit_content,
+                                              commit_schedule, commit_spread, commit_threshold, commit_topk, denoise,
+                                              pick_tokens, shrink_lengths, shrunk_length, trailing_pads,
+                                              truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
 
@@ -78,7 +79,8 @@ def test_steps_with_equal_keys_commit_alike_and_only_those_share_a_key():
             conf = torch.rand(3, 32)
             for step in steps:
                 s, m = span.clone(), masked.clone()
-                commit_step(s, m, conf, proposal, step, cfg, EOM, PAD)
+                apply_commit(s, m, choose_commit(s, m, conf, proposal, step.left, step.k, rule, cfg.threshold, PAD),
+                             proposal, EOM, PAD)
                 commits.setdefault(step, []).append(s.tolist())
         for a in steps:
             for b in steps:
@@ -137,9 +139,10 @@ class Scripted:
     def __init__(self, script):
         self.script = torch.tensor(script)
         self.embed = types.SimpleNamespace(weight=torch.zeros(1))
+        self.cfg = types.SimpleNamespace(vocab_size=V)
         self.calls = 0
 
-    def span_step(self, span, context_len, kv):
+    def span_step(self, span, context_len, kv, positions=None, key_mask=None):
         self.calls += 1
         n, L = span.shape
         return torch.arange(L, dtype=torch.float32).expand(n, L)[..., None]
@@ -168,9 +171,9 @@ def test_denoise_content_rule_fills_the_pads_first_then_one_text_token_per_step(
     seen = []
 
     class Watch(Scripted):
-        def span_step(self, span, context_len, kv):
+        def span_step(self, span, *args):
             seen.append((span != MASK).sum().item())
-            return super().span_step(span, context_len, kv)
+            return super().span_step(span, *args)
 
     model = Watch([5, 6, 7, EOM] + [PAD] * 12)
     out = denoise(model, None, 0, 1, DenoiseConfig(16, 4), MASK, EOM, PAD)
@@ -199,9 +202,9 @@ def test_denoise_cuts_the_span_once_its_tail_is_pads():
     shapes = []
 
     class Watch(Scripted):   # sure of the pads, less sure of text the further right it is
-        def span_step(self, span, context_len, kv):
+        def span_step(self, span, *args):
             shapes.append(span.shape[1])
-            return super().span_step(span, context_len, kv)
+            return super().span_step(span, *args)
 
         def logits(self, h):
             out = super().logits(h)

@@ -15,7 +15,7 @@ def test_generate_matches_ar_mode(engine, tiny_dir, tmp_path):
     L = 12
     with torch.inference_mode():
         logits = llama(torch.tensor([ids])).logits[0, -1]
-        mine = engine.model.logits(engine.model.encode_context(torch.tensor([ids]), 0, engine.cache._allocate(len(ids))))[0]
+        mine = engine.model.logits(engine.model.encode_context(torch.tensor([ids]), 0, engine.cache.allocate(len(ids))))[0]
         assert torch.allclose(logits, mine, atol=1e-4)
         out = llama.generate(torch.tensor([ids]), max_new_tokens=L, do_sample=False, eos_token_id=sp.eom,
                              suppress_tokens=[sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle], pad_token_id=sp.pad)
