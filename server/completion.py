@@ -21,7 +21,7 @@ from spanfill.engine import CompletionRequest, Cursor, finish, to_lf
 from .cache import Suggestion
 from .context import Context
 from .documents import Document, PositionError
-from .scheduler import EngineUnavailable, Ticket
+from .scheduler import EngineFailed, EngineUnavailable, Ticket
 from .session import Session
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,9 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
         stats.errors += 1
         log.warning("spanfill: the engine could not complete: %s", err)
+        return None
+    except EngineFailed:           # the scheduler has told the user and is reloading the model
+        stats.errors += 1
         return None
     if result is not None:
         t = result.timings

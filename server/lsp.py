@@ -47,6 +47,10 @@ class SpanfillServer(LanguageServer):
         self.session = Session()
         self._progress_ids = itertools.count(1)
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
+        self.session.scheduler.on_failure = self.report_engine_failure
+
+    def report_engine_failure(self, message: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
 
     def report_server_error(self, error: Exception, source) -> None:
         """pygls's reader hands over what it could not handle. The protocol answers every message it

@@ -6,20 +6,40 @@ worker's queue (it never reaches the engine), or inside `Engine.complete`, which
 `request.cancelled` between denoising steps. `$/cancelRequest` cancels the asyncio task awaiting
 the worker, which sets the same flag. The event loop only ever awaits the worker, so it keeps
 reading messages (and cancellations) while the model runs.
+
+An engine that raises while completing (an error in the model, out of memory) may have left its
+caches or device memory half-written, so it is not trusted again: the request fails with
+`EngineFailed`, requests queued behind it are failed the same way without running, `on_failure`
+tells the user, and the same model is loaded afresh; requests arriving meanwhile wait for it.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from typing import Callable
 
 from spanfill.engine import CancelledError, CompletionRequest, CompletionResult, Engine
+
+log = logging.getLogger(__name__)
 
 
 class EngineUnavailable(RuntimeError):
     """No model is loaded (it failed to load, or loading has not started)."""
+
+
+class EngineFailed(RuntimeError):
+    """The engine raised while completing, or failed while this request waited; it is being reloaded."""
+
+
+@dataclass(frozen=True)
+class LoadArgs:
+    path: str | None
+    device: str
+    dtype: str
+    threads: int | None = None
 
 
 @dataclass(eq=False)
@@ -33,31 +53,78 @@ class Ticket:
 
 
 class Scheduler:
-    def __init__(self) -> None:
+    def __init__(self, loader: Callable[..., Engine] = Engine.load) -> None:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spanfill-engine")
+        self._loader = loader             # Engine.load, or a stand-in in tests
         self._latest: dict[str, Ticket] = {}
         self._loading: asyncio.Future | None = None
+        self._loaded_with: LoadArgs | None = None
+        self._broken: Engine | None = None   # the engine that last raised, set on the worker
         self.engine: Engine | None = None
         self.state = "idle"               # idle -> loading -> ready | failed
-        self.error: str | None = None     # why the last load failed
+        self.error: str | None = None     # why the last load (or the last engine) failed
+        self.failures = 0                 # engines that raised while completing
+        self.on_failure: Callable[[str], None] | None = None   # tells the user (the server shows it)
 
     # -- the model -------------------------------------------------------------------------
     async def load(self, path: str | None, device: str, dtype: str, threads: int | None = None) -> Engine:
         """Load a model on the worker (with `threads` CPU threads, process-wide; None = torch's
         setting). On failure the previous engine (if any) stays in service."""
-        loading = asyncio.get_running_loop().run_in_executor(
-            self._worker, partial(Engine.load, path, device=device, dtype=dtype, threads=threads))
+        return await self._start_load(LoadArgs(path, device, dtype, threads))
+
+    def _start_load(self, args: LoadArgs) -> asyncio.Task:
+        """Queue a load on the worker; the task ends once the engine is in service (or it failed)."""
+        job = asyncio.get_running_loop().run_in_executor(self._worker, self._load_on_worker, args)
+        loading = asyncio.ensure_future(self._install(args, job))
         self._loading, self.state = loading, "loading"
+        return loading
+
+    def _load_on_worker(self, args: LoadArgs) -> Engine:
+        self._broken = None       # the jobs queued behind a failed engine have all run: let it go
+        return self._loader(args.path, device=args.device, dtype=args.dtype, threads=args.threads)
+
+    async def _install(self, args: LoadArgs, job: asyncio.Future) -> Engine:
         try:
-            engine = await loading
+            engine = await job
         except Exception as err:
-            if self._loading is loading:
+            if self._loading is asyncio.current_task():     # a newer load decides the state
                 self.error = str(err)
                 self.state = "ready" if self.engine else "failed"
             raise
-        if self._loading is loading:
-            self.engine, self.state, self.error = engine, "ready", None
+        if self._loading is asyncio.current_task():
+            self.engine, self.state, self.error, self._loaded_with = engine, "ready", None, args
         return engine
+
+    def _recover(self, engine: Engine, err: Exception) -> None:
+        """Take a failed engine out of service and load its model again (once per failed engine)."""
+        if self.engine is not engine:
+            return                        # already taken out by an earlier failure
+        self.engine, self.failures = None, self.failures + 1
+        self.error = f"the engine failed: {type(err).__name__}: {err}"
+        log.error("%s", self.error, exc_info=err)
+        if self._loading is not None and not self._loading.done():
+            self._tell(f"spanfill: {self.error}; the model being loaded takes over")
+            return
+        args = self._loaded_with
+        if args is None:                  # an engine installed by hand: nothing to reload from
+            self.state = "failed"
+            self._tell(f"spanfill: {self.error}; no completions until the model is loaded again")
+            return
+        self._start_load(args).add_done_callback(self._reloaded)
+        self._tell(f"spanfill: {self.error}; reloading the model (completions resume when it is ready)")
+
+    def _reloaded(self, reload: asyncio.Future) -> None:
+        if reload.cancelled():
+            return
+        if (err := reload.exception()) is not None:
+            log.error("could not reload the model after the engine failed: %s", err)
+            self._tell(f"spanfill: could not reload the model after the engine failed: {err}")
+        else:
+            log.info("model reloaded after the engine failed")
+
+    def _tell(self, message: str) -> None:
+        if self.on_failure is not None:
+            self.on_failure(message)
 
     async def ready_engine(self) -> Engine:
         """The engine, once the newest load has finished."""
@@ -85,29 +152,42 @@ class Scheduler:
 
     async def complete(self, ticket: Ticket, request: CompletionRequest) -> CompletionResult | None:
         """Run `request` on the worker; None if it was cancelled before reaching the engine. A result
-        with `cancelled=True` was stopped between denoising steps."""
+        with `cancelled=True` was stopped between denoising steps. ValueError: the engine refused the
+        request (settings the model cannot serve); EngineFailed: the engine broke (see the top)."""
         engine = await self.ready_engine()
         if ticket.cancelled():
             return None
         request.cancelled = ticket.cancelled
-        job = asyncio.get_running_loop().run_in_executor(self._worker, _run, engine, ticket, request)
+        job = asyncio.get_running_loop().run_in_executor(self._worker, self._run, engine, ticket, request)
         try:
             return await job
         except asyncio.CancelledError:
             ticket.flag.set()     # stop it between steps if it is already running
+            raise
+        except (ValueError, EngineFailed):
+            raise
+        except Exception as err:
+            self._recover(engine, err)
+            raise EngineFailed(f"the engine failed: {type(err).__name__}: {err}") from err
+
+    def _run(self, engine: Engine, ticket: Ticket, request: CompletionRequest) -> CompletionResult | None:
+        """On the worker thread. An engine that raised is marked here, before the worker takes its
+        next job, so requests queued behind the failure never run on it."""
+        if ticket.cancelled():
+            return None               # superseded while queued: never reaches the engine
+        if engine is self._broken:
+            raise EngineFailed("the engine failed while this request waited")
+        try:
+            return engine.complete(request)
+        except CancelledError:
+            return None
+        except ValueError:
+            raise                     # a refused request: the engine is fine
+        except Exception:
+            self._broken = engine
             raise
 
     def close(self) -> None:
         for ticket in self._latest.values():
             ticket.flag.set()
         self._worker.shutdown(wait=False, cancel_futures=True)
-
-
-def _run(engine: Engine, ticket: Ticket, request: CompletionRequest) -> CompletionResult | None:
-    """On the worker thread."""
-    if ticket.cancelled():
-        return None               # superseded while queued: never reaches the engine
-    try:
-        return engine.complete(request)
-    except CancelledError:
-        return None

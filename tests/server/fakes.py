@@ -1,5 +1,6 @@
 """An engine stand-in with the real Engine's interface: it answers from a script, takes `steps`
-steps of `step_s` seconds each, and polls `request.cancelled` between steps like the real one."""
+steps of `step_s` seconds each, and polls `request.cancelled` between steps like the real one.
+With `error`, it raises that after its steps (a failure mid-denoising: a model bug, out of memory)."""
 from __future__ import annotations
 
 import threading
@@ -34,8 +35,6 @@ class FakeEngine:
         if req.cancelled is not None and req.cancelled():
             raise CancelledError("cancelled before it started")
         self.calls.append(req)
-        if self.error is not None:
-            raise self.error
         self.running.set()
         t0 = time.perf_counter()
         try:
@@ -46,6 +45,8 @@ class FakeEngine:
                 time.sleep(self.step_s)
         finally:
             self.running.clear()
+        if self.error is not None:
+            raise self.error
         texts = (self.texts * req.n)[:req.n]
         ms = (time.perf_counter() - t0) * 1e3     # all of it "decoding"
         return CompletionResult(texts, 10, 5, 5, self.steps, [True] * req.n, timings=Timings(denoise_ms=ms, total_ms=ms))
