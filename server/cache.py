@@ -23,6 +23,9 @@ class TypingCache:
     def __init__(self) -> None:
         self._last: dict[str, Suggestion] = {}
 
+    def __len__(self) -> int:
+        return len(self._last)
+
     def store(self, uri: str, suggestion: Suggestion) -> None:
         self._last[uri] = suggestion
 

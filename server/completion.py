@@ -100,6 +100,13 @@ def _locate(session: Session, query: Query) -> _Located | None:
     return _Located(doc, view, offset, types.Range(cursor, cursor))
 
 
+def _still_open(session: Session, at: _Located) -> bool:
+    """Whether the document is still the one asked about: one closed (or reopened) while its
+    request waited gets no per-document state (context window, cached suggestion) back, which
+    nothing would ever free."""
+    return session.documents.get(at.doc.uri) is at.doc
+
+
 async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Located) -> list[str] | None:
     """Debounce, build the context, run the engine, post-process; None when superseded or refused."""
     stats = session.stats
@@ -112,6 +119,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         engine = await session.scheduler.ready_engine()
     except EngineUnavailable as err:
         log.warning("no completion: %s", err)
+        return None
+    if not _still_open(session, at):
         return None
     t0 = time.perf_counter()
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
@@ -139,8 +148,9 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         return None
     cursor = Cursor(ctx.prefix, ctx.suffix)
     texts = [t.replace("\n", at.doc.eol) for t in _unique(finish(raw, cursor) for raw in result.texts)]
-    session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,
-                                              tuple(texts)))
+    if _still_open(session, at):
+        session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,
+                                                  tuple(texts)))
     if ticket.cancelled():         # finished, but a newer request took over: it may type through this
         stats.superseded += 1
         return None

@@ -56,6 +56,10 @@ class ContextBuilder:
         self.snippet_files = snippet_files
         self._windows: dict[str, _Window] = {}
 
+    def __len__(self) -> int:
+        """Documents with a held window."""
+        return len(self._windows)
+
     def forget(self, uri: str) -> None:
         self._windows.pop(uri, None)
 

@@ -121,6 +121,9 @@ class DocumentStore:
         self.encoding = encoding
         self._docs: dict[str, Document] = {}
 
+    def __len__(self) -> int:
+        return len(self._docs)
+
     def open(self, item: types.TextDocumentItem) -> Document:
         doc = Document(item.uri, item.language_id, item.version, item.text)
         self._docs[item.uri] = doc

@@ -4,7 +4,8 @@ session (state), `completion` (the pipeline) and `settings` (validation).
 Protocol surface:
   textDocument/inlineCompletion      ghost text; Invoked -> several candidates, Automatic -> one
   textDocument/completion            fallback items (single line), only with completionFallback
-  spanfill/status (request)          model, device, dtype, cache hit rate, latency percentiles, ...
+  spanfill/status (request)          model, device, dtype, cache hit rate, latency percentiles,
+                                     resources (RSS, open documents, per-document caches), ...
   spanfill/document (request, params {"uri": ...})   the server's copy of an open document:
                                      {uri, version, length (code points), sha256 (of its UTF-8)},
                                      or null; for checking that a client's edits landed as meant

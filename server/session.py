@@ -10,7 +10,7 @@ from .context import ContextBuilder
 from .documents import DocumentStore
 from .scheduler import Scheduler
 from .settings import Settings, as_client_dict
-from .stats import Stats
+from .stats import Stats, rss_mb
 
 
 class Session:
@@ -56,5 +56,9 @@ class Session:
             "compiledFallbacks": info.get("compiled_fallbacks"),   # per step: calls that ran eagerly
             **self.stats.snapshot(),
             "engineCache": engine.cache_stats if engine else None,
+            "engineFailures": self.scheduler.failures,          # engines that raised and were reloaded
+            "resources": {"rssMb": rss_mb(), "openDocuments": len(self.documents),
+                          "typingCache": len(self.cache),
+                          "contextWindows": len(self._builder[1]) if self._builder else 0},
             "settings": as_client_dict(self.settings),
         }

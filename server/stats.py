@@ -3,6 +3,7 @@ rate, context-token reuse, superseded/cancelled requests, accepted/rejected sugg
 from __future__ import annotations
 
 import itertools
+import os
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
@@ -17,6 +18,16 @@ def percentiles(samples: list[float], qs: tuple[int, ...] = (50, 90, 95, 99)) ->
     if not samples:
         return {}
     return {f"p{q}": round(percentile(samples, q), 1) for q in qs}
+
+
+def rss_mb() -> float | None:
+    """This process's resident memory in MB (Linux's /proc; None where there is none)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            pages = int(fh.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def _summary(samples: deque) -> dict:

@@ -343,6 +343,9 @@ def test_every_request_is_answered_and_documents_stay_in_step(server: StdioClien
             f"seed {SEED}: {uri}: the server's text differs from the client's"
     for uri in run.closed - run.docs.keys():
         assert server.call("spanfill/document", {"uri": uri})["result"] is None
+    resources = server.call("spanfill/status", {})["result"]["resources"]
+    assert resources["openDocuments"] == len(run.docs)          # closed documents are let go
+    assert resources["typingCache"] <= len(run.docs) and resources["contextWindows"] <= len(run.docs)
 
     run.open()
     last = list(run.docs.values())[-1]          # the one just opened

@@ -144,6 +144,21 @@ async def test_client_cancel_stops_the_engine(make_session):
     assert session.stats.cancelled == 1 and engine.stopped_at[0] < 20
 
 
+async def test_a_document_closed_while_its_request_runs_keeps_no_state(make_session):
+    session, engine = make_session(steps=5, step_s=0.05)
+    running = asyncio.create_task(suggest(session, query()))
+    await asyncio.to_thread(engine.running.wait, 2)
+    session.forget(URI)
+    await running
+    session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE))
+    session.settings = Settings(debounce_ms=100)
+    debounced = asyncio.create_task(suggest(session, query(debounce=True)))
+    await asyncio.sleep(0.01)
+    session.forget(URI)                                           # closed during the debounce
+    assert await debounced is None
+    assert len(session.cache) == 0 and len(session.context_builder(engine)) == 0
+
+
 async def test_bad_requests_get_no_answer_and_no_engine_call(setup):
     session, engine = setup
     assert await suggest(session, Query("file:///never-opened.py", CURSOR, 1, False)) is None

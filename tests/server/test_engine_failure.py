@@ -68,7 +68,7 @@ async def test_a_failed_engine_is_reported_its_queue_answered_and_the_model_relo
     answer = await suggest(session, query(URIS[0]))               # waits for the reload
     assert answer.texts == ["return a + b"] and healthy.calls
     assert loads[1] == loads[0] == ("model-dir", {"device": "cpu", "dtype": "fp32", "threads": 1})
-    assert session.scheduler.state == "ready" and session.scheduler.failures == 1
+    assert session.scheduler.state == "ready" and session.status()["engineFailures"] == 1
     assert session.stats.errors == 2
 
 
