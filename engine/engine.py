@@ -66,6 +66,9 @@ class Engine:
         threads: intra-op CPU threads, set process-wide once the model has loaded (so a failed load
         leaves the engine still serving its threads) and before anything is compiled; None = leave
         torch's setting as it is."""
+        from . import families     # a public diffusion checkpoint (Dream, CoDA, LLaDA, ...) has its own engine
+        if families.handles(path):
+            return families.load_engine(path, device=device, dtype=dtype, warmup=warmup, threads=threads)
         dev = pick_device(device)
         int8 = wants_int8(dev, dtype)   # an impossible int8 request fails before the model loads
         model, tok = load_model(path, device=dev, dtype=pick_dtype(dev, dtype))
