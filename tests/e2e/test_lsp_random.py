@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import pytest
 
+from spanfill.engine.testing import SAMPLE_CODE
+
 from lsp_helpers import SERVE, options
 from stdio_client import StdioClient
 
@@ -38,20 +40,9 @@ REQUEST_CANCELLED = -32800
 INLINE, COMPLETION = "textDocument/inlineCompletion", "textDocument/completion"
 
 BREAK = re.compile(r"\r\n|\r|\n")
-ORDINARY = '''import os
-
-
-def sizes(paths):
-    """Map each existing path to its size."""
-    out = {}
-    for path in paths:
-        if os.path.exists(path):
-            out[path] = os.path.getsize(path)
-    return out
-'''
 DOCUMENTS = {
-    "ordinary": ORDINARY,
-    "crlf": ORDINARY.replace("\n", "\r\n"),
+    "ordinary": SAMPLE_CODE,
+    "crlf": SAMPLE_CODE.replace("\n", "\r\n"),
     "emoji": 'names = ["😀", "𝔘𝔫𝔦", "é", "中文"]\n\n\ndef greet(who="🐍"):\n    return f"hi {who} 👋"\n',
     "long-line": "data = '" + "ab😀c" * 200_000 + "'\n",
     "control": "a = 1\x00\x07\x0c\nb = '\x1b[0m'\u2028c = 2\rd = '\x85\u2029'\r\n\x0b\tend",
