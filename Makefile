@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test install clean
 
+# pip's and setuptools' output goes to $(VENV)/install.log, shown only if the install fails.
 $(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "installing into $(VENV) (torch 2.13.0 CPU build, the package editable; log: $(VENV)/install.log) ..."
+	@( $(PY) -m pip install --upgrade pip && $(PY) -m pip install torch==2.13.0 && \
+	   $(PY) -m pip install -e '.[dev]' ) > $(VENV)/install.log 2>&1 || { cat $(VENV)/install.log; exit 1; }
+	@touch $(STAMP)
 
 install: $(STAMP)
 

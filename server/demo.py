@@ -4,6 +4,8 @@ It starts `spanfill serve` as a subprocess, talks LSP to it with pygls's client,
 examples/inventory.py, asks for completions in the unfinished functions, types a few characters
 the way an editor would (a didChange and an automatic request per keystroke), and prints every
 answer with its round-trip latency and whether the engine or the typing-through cache served it.
+On a CPU it does so twice: at once, while the server still answers with its eager steps, and again
+once its compiled steps are built (minutes), to show both latencies.
 
     spanfill demo [--model DIR] [--device cpu] [--file PATH]
 """
@@ -33,7 +35,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-class Session(Document):
+class DemoFile(Document):
     """examples/inventory.py open in the headless editor, and the requests the demo sends about it."""
 
     def __init__(self, client: LanguageClient, path: Path):
@@ -63,6 +65,22 @@ def show(texts: list[str], ms: float, source: str, label: str = "") -> None:
         print(f"{head if i == 0 else ' ' * len(head)} -> {text!r}")
 
 
+async def scenario(client: LanguageClient, path: Path) -> None:
+    """Open `path` afresh, complete in restock() (invoked), type into it, complete in cheapest()."""
+    doc = DemoFile(client, path)
+    at = doc.cursor_after("def restock")
+    print(f"{path.name}:{at.line + 1} restock(), empty body line, invoked (several candidates):")
+    show(*await doc.complete(at, invoked=True))
+    print(f"\ntyping {TYPED!r} there, one automatic request per keystroke:")
+    for ch in TYPED:
+        at = doc.insert(at, ch)
+        show(*await doc.complete(at, invoked=False), label=f"typed {ch!r}")
+    at = doc.cursor_after("def cheapest")
+    print(f"\n{path.name}:{at.line + 1} cheapest(), empty body line, automatic:")
+    show(*await doc.complete(at, invoked=False))
+    doc.close()
+
+
 async def run(args: argparse.Namespace, log_file: Path) -> int:
     client = make_client("spanfill-demo")
     print(f"spanfill demo: starting the server and loading {args.model or 'the shipped model'} ...")
@@ -72,30 +90,26 @@ async def run(args: argparse.Namespace, log_file: Path) -> int:
             print(f"the model did not load: {st.error}\n(train one with `spanfill train`, or pass --model DIR)")
             return 1
         print(f"model {st.model} on {st.device} ({st.dtype}, {st.params:,} parameters)")
-        if st.compile == "compiling":
-            print("waiting for the compiled CPU steps (the server answers eagerly meanwhile; two to five minutes on 2 cores) ...")
-            st = await wait_until_compiled(client)
-            print("compiled" if st.compiled else f"not compiled ({st.compile}), running eager (see {log_file})")
+        compiling = st.compile == "compiling"
+        if compiling:
+            print("the compiled CPU steps are building in the background (two to five minutes on 2 cores); "
+                  "until then the server answers with its eager steps:")
         print()
-        doc = Session(client, args.file)
-
-        at = doc.cursor_after("def restock")
-        print(f"{args.file.name}:{at.line + 1} restock(), empty body line, invoked (several candidates):")
-        show(*await doc.complete(at, invoked=True))
-        print(f"\ntyping {TYPED!r} there, one automatic request per keystroke:")
-        for ch in TYPED:
-            at = doc.insert(at, ch)
-            show(*await doc.complete(at, invoked=False), label=f"typed {ch!r}")
-
-        at = doc.cursor_after("def cheapest")
-        print(f"\n{args.file.name}:{at.line + 1} cheapest(), empty body line, automatic:")
-        show(*await doc.complete(at, invoked=False))
+        await scenario(client, args.file)
+        if compiling:
+            print("\nwaiting for the compiled CPU steps ...")
+            st = await wait_until_compiled(client)
+            if st.compiled:
+                print("compiled; the same again with the compiled steps:\n")
+                await scenario(client, args.file)
+            else:
+                print(f"not compiled ({st.compile}); the server stays eager (see {log_file})")
 
         st = await status(client)
         lat = st.latencyMs
         print(f"\nserver: {st.requests} requests, {st.engineCalls} engine calls, {st.cacheHits} from the "
               f"typing-through cache; latency p50 {getattr(lat, 'p50', 0):.1f} ms, p95 {getattr(lat, 'p95', 0):.1f} ms "
-              f"(server side); context tokens reused {100 * (st.contextReuseRate or 0):.0f}%")
+              f"(server side, all answers); context tokens reused {100 * (st.contextReuseRate or 0):.0f}%")
         print(f"server log: {log_file}")
         return 0
     finally:
