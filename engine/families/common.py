@@ -68,12 +68,12 @@ class Family:
     steps: int = 4                    # default T
     note: str = ""                    # what is a GUESS about this family (shown in errors and docs)
 
-    def infill(self, prefix: list[int], span: list[int], suffix: list[int], ids: dict[str, int]) -> tuple[list[int], int]:
-        """The prompt `bos + prefix + span + suffix + eos` (each part as the family has it) and
-        where the span starts in it."""
-        head = ([ids[self.bos]] if self.bos else []) + prefix
-        tail = suffix + ([ids[self.eos]] if self.eos else [])
-        return head + span + tail, len(head)
+    def infill(self, prefix: list[int], span: list[int], suffix: list[int], bos: int | None,
+               eos: int | None) -> tuple[list[int], int]:
+        """The prompt `bos + prefix + span + suffix + eos` (bos and eos where the family has them,
+        by the ids of its `bos`/`eos` strings) and where the span starts in it."""
+        head = ([bos] if self.bos else []) + prefix
+        return head + span + suffix + ([eos] if self.eos else []), len(head)
 
 
 def read_json(path: Path, what: str) -> dict:

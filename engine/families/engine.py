@@ -89,6 +89,8 @@ class FamilyEngine:
         self.backbone, self.ckpt, self.family = backbone, ckpt, ckpt.family
         self.tokenizer = ckpt.tokenizer
         self.special = ckpt.special
+        # control tokens, and the embedding rows past the tokenizer's last token (padding in every family)
+        self.banned = sorted(set(ckpt.special.banned) | set(range(ckpt.tokenizer.vocab_size, backbone.shape.vocab_size)))
         self.name = name
         self.device = next(backbone.module.parameters()).device
         self.dtype = next(backbone.module.parameters()).dtype
@@ -171,7 +173,7 @@ class FamilyEngine:
             gen = torch.Generator(device=self.device)
             gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
         cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p,
-                            list(self.special.banned), req.greedy_first)
+                            list(self.banned), req.greedy_first)
         t0 = time.perf_counter()
         out = self.infill_ids(prefix_ids, suffix_ids, cfg, req.n, gen, deadline, req.cancelled)
         timings.denoise_ms = _ms(t0)
@@ -233,10 +235,11 @@ class FamilyEngine:
         positions = torch.arange(r, N, device=self.device)[None]
         recorder = Recorder(prefix) if record else None
         hidden = self.backbone.hidden(ids[:, r:], positions, mask, recorder)          # [B, N - r, D]
-        span_rows = torch.stack([layouts[min(i, len(layouts) - 1)].rows(r) for i in range(rows)]) \
-            if len(layouts) > 1 else layouts[0].rows(r)[None].expand(rows, -1)
         width = max(lay.length for lay in layouts)
-        span_rows = torch.stack([torch.nn.functional.pad(row, (0, width - row.numel())) for row in span_rows])
+        span_rows = torch.zeros(rows, width, dtype=torch.long)            # padded rows repeat row 0
+        for i in range(rows):
+            own = layouts[min(i, len(layouts) - 1)].rows(r)
+            span_rows[i, :own.numel()] = own
         picked = hidden.gather(1, span_rows.to(self.device)[..., None].expand(-1, -1, hidden.shape[-1]))
         return picked, recorder, r
 
@@ -258,7 +261,7 @@ class FamilyEngine:
     def _window(self, cache: DualCache, lay: Layout, span: torch.Tensor) -> torch.Tensor:
         """One window step: [n, l] span -> hidden of the rows predicting it [n, l, D]."""
         w0, w1 = lay.window
-        ids = torch.cat([torch.tensor(lay.ids[w0:lay.start], device=self.device).expand(span.shape[0], -1), span], 1)
+        ids = torch.cat([torch.tensor(lay.ids[w0:lay.start], dtype=torch.long, device=self.device).expand(span.shape[0], -1), span], 1)
         positions = torch.arange(w0, w1, device=self.device)[None]
         if self.graphs is not None and self.graphs.usable:
             hidden = self.graphs.run(cache, ids, positions)
@@ -291,7 +294,7 @@ class FamilyEngine:
     def _end_probability(self, hidden: torch.Tensor) -> torch.Tensor:
         """[B, l, D] -> [B, l] probability of an end token (banned ids excluded, as picking does)."""
         logits = self.backbone.logits(hidden).float()
-        logits[..., list(self.special.banned)] = NEG_INF
+        logits[..., self.banned] = NEG_INF
         logp = torch.log_softmax(logits, dim=-1)
         return logp[..., list(self.special.ends)].logsumexp(-1).exp()
 

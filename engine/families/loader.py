@@ -54,11 +54,10 @@ def locate(path, download: bool = False) -> Path:
     raise CheckpointError(f"model directory {path} does not exist")
 
 
-def family_of(directory: Path, config: dict, tokenizer: FamilyTokenizer) -> Family:
+def family_of(directory: Path, config: dict) -> Family:
+    """The family config.json names (the Dream family before its tokenizer says whether it is DreamOn)."""
     for matches, name in MATCHERS:
         if matches(config):
-            if name == "dream" and tokenizer.token_id(dream.DREAMON.expand) is not None:
-                return FAMILIES["dreamon"]
             return FAMILIES[name]
     kind = ", ".join(config.get("architectures") or []) or config.get("model_type") or "unnamed"
     if config.get("auto_map"):
@@ -105,8 +104,10 @@ def open_checkpoint(path, download: bool = False) -> Checkpoint:
     config = read_json(directory / "config.json", "config.json")
     if config.get("model_type") == "spanfill":
         raise CheckpointError(f"{directory} is a spanfill checkpoint; load it with Engine.load")
+    family = family_of(directory, config)
     tokenizer = FamilyTokenizer.from_directory(directory)
-    family = family_of(directory, config, tokenizer)
+    if family is dream.DREAM and tokenizer.token_id(dream.DREAMON.expand) is not None:
+        family = dream.DREAMON
     return Checkpoint(directory, family, config, tokenizer, special_ids(directory, family, config, tokenizer))
 
 
