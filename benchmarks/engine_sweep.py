@@ -12,7 +12,6 @@ comparison. Writes results/engine_sweep.json and .png.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -21,20 +20,16 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import RESULTS, load_engine, percentile, write  # noqa: E402
+from common import RESULTS, load_engine, write  # noqa: E402
 
-from spanfill.engine import (CompletionRequest, build_tasks, edit_similarity, exact,  # noqa: E402
-                             export_llama, generate_completion, read_split)
+from spanfill.engine import (build_tasks, export_llama, generate_completion, read_split, score,  # noqa: E402
+                             score_text, summarise, warm)
 
 
-def row(name, kind, L, T, results):
-    lat = [r[0] for r in results]
-    toks = [r[1] for r in results]
-    return {"name": name, "kind": kind, "span_length": L, "steps": T, "tasks": len(results),
-            "latency_median_ms": round(statistics.median(lat), 3), "latency_p95_ms": round(percentile(lat, 95), 3),
-            "tokens_per_s": round(sum(toks) / (sum(lat) / 1e3), 1),
-            "exact_match": sum(r[2] for r in results) / len(results),
-            "edit_similarity": sum(r[3] for r in results) / len(results)}
+def row(name, kind, L, T, scores, tokens):
+    """A result row: the scorer's summary, and tokens per second of decoding (the text's tokens and eom)."""
+    return {"name": name, "kind": kind, "span_length": L, "steps": T, **summarise(scores),
+            "tokens_per_s": round(sum(tokens) / (sum(s.latency_ms for s in scores) / 1e3), 1)}
 
 
 def main(argv=None) -> int:
@@ -65,33 +60,30 @@ def main(argv=None) -> int:
         llama_dir = export_llama(args.model, Path(tempfile.mkdtemp()) / "llama")
         llama = LlamaForCausalLM.from_pretrained(llama_dir, dtype=engine.model.embed.weight.dtype).eval()
     results: dict[tuple, list] = {}
+    tokens: dict[tuple, list] = {}
     agree = 0   # tasks where generate() wrote exactly what spanfill's AR mode wrote
     for i, task in enumerate(tasks):
         for name, kind, L, T, mode, rule in configs:
             if kind == "cold":
                 engine.cache.clear()
             else:
-                engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=L, steps=1))
-            t0 = time.perf_counter()
-            res = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, span_length=L, steps=T,
-                                                    mode=mode, rule=rule))
-            ms = (time.perf_counter() - t0) * 1e3
-            text = res.texts[0]
+                warm(engine, task)
+            s = score(engine, task, span_length=L, steps=T, mode=mode, rule=rule)
             if (name, kind) == ("AR L=32", "cold"):
-                ar_text = text
-            results.setdefault((name, kind, L, T), []).append(
-                (ms, len(tok.encode(text)) + 1, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
+                ar_text = s.text
+            results.setdefault((name, kind, L, T), []).append(s)
+            tokens.setdefault((name, kind, L, T), []).append(len(tok.encode(s.text)) + 1)
         if llama is not None:
             t0 = time.perf_counter()
             with torch.inference_mode():
                 text, n_tokens = generate_completion(llama, engine, task.prefix, task.suffix, 32)
-            ms = (time.perf_counter() - t0) * 1e3
+            key = ("transformers generate() L=32", "cold", 32, None)
+            results.setdefault(key, []).append(score_text(task, text, (time.perf_counter() - t0) * 1e3, n_tokens))
+            tokens.setdefault(key, []).append(n_tokens)
             agree += text == ar_text
-            results.setdefault(("transformers generate() L=32", "cold", 32, None), []).append(
-                (ms, n_tokens, exact(text, task.middle), edit_similarity(text.rstrip(), task.middle.rstrip())))
         print(f"\r{i + 1}/{len(tasks)}", end="", file=sys.stderr)
     print(file=sys.stderr)
-    rows = [row(name, kind, L, T, r) for (name, kind, L, T), r in results.items()]
+    rows = [row(*key, scores, tokens[key]) for key, scores in results.items()]
     for r in rows:
         print(f"{r['name']:<32} {r['kind']:<5} p50 {r['latency_median_ms']:8.2f} ms  p95 {r['latency_p95_ms']:8.2f} ms  "
               f"{r['tokens_per_s']:8.1f} tok/s  EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}")

@@ -38,6 +38,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "summarise": ".tools.scoring",
     "build_tasks": ".tools.scoring",
     "score": ".tools.scoring",
+    "score_text": ".tools.scoring",
     "edit_similarity": ".tools.scoring",
     "exact": ".tools.scoring",
     "percentile": ".tools.scoring",

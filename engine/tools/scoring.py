@@ -106,11 +106,14 @@ def score(engine, task: Task, **request) -> Score:
     latency is the whole `complete` call."""
     t0 = time.perf_counter()
     result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, **request))
-    ms = (time.perf_counter() - t0) * 1e3
-    text = result.texts[0]
+    return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.steps_run)
+
+
+def score_text(task: Task, text: str, latency_ms: float, forward_passes: int) -> Score:
+    """Score a completion however it was made (the engine, or another model as a baseline)."""
     shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
     middle = task.middle.rstrip()
-    return Score(ms, result.steps_run, exact(text, task.middle), edit_similarity(text.rstrip(), middle),
+    return Score(latency_ms, forward_passes, exact(text, task.middle), edit_similarity(text.rstrip(), middle),
                  exact(shown, task.middle), edit_similarity(shown.rstrip(), middle),
                  len(shown.rstrip()), len(middle), text)
 
