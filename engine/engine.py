@@ -154,8 +154,8 @@ class Engine:
         tok, sp = self.tokenizer, self.tokenizer.special
 
         t0 = time.perf_counter()
-        ctx = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut)
-        healing = self.healer.heal(ctx.ids) if req.heal else Healing(ctx.ids, b"", None)
+        ids = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut)
+        healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
         ids = healing.ids
         limit = self.model.cfg.max_positions - L
         if len(ids) > limit:

@@ -8,7 +8,7 @@ trained on exactly the windows it will be served.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..core.tokenizer import Tokenizer
 
@@ -39,14 +39,6 @@ class Budget:
         scale = total_tokens / default.total
         return cls(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
                    int(default.snippet_tokens * scale))
-
-
-@dataclass
-class ContextTokens:
-    ids: list[int]
-    prefix_start_line: int = 0     # first line of the prefix that made it into the window, counted back from the cursor
-    suffix_lines: int = 0
-    snippets_used: list[str] = field(default_factory=list)
 
 
 def _line_token_counts(tok: Tokenizer, lines: list[str]) -> list[int]:
@@ -103,9 +95,9 @@ def cut_suffix(tok: Tokenizer, suffix: str, budget: int) -> str:
     return "".join(lines[:keep])
 
 
-def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> tuple[list[int], list[str]]:
+def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> list[int]:
+    """`<|file|>` path, newline, text for each snippet in order, while `budget` tokens last."""
     ids: list[int] = []
-    used: list[str] = []
     for snip in snippets:
         head = tok.encode(snip.path + "\n")
         room = budget - len(ids) - 1 - len(head)
@@ -113,18 +105,15 @@ def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> tuple[l
             break
         body = tok.encode(cut_suffix(tok, snip.text, room))
         ids += [tok.special.file] + head + body
-        used.append(snip.path)
-    return ids, used
+    return ids
 
 
 def context_ids(tok: Tokenizer, prefix: str, suffix: str, snippets: list[Snippet] | None = None,
-                budget: Budget = Budget(), cut: bool = True) -> ContextTokens:
+                budget: Budget = Budget(), cut: bool = True) -> list[int]:
     """The token stream of the context. With cut=False the caller has already chosen the windows."""
     if cut:
         prefix = cut_prefix(tok, prefix, budget.prefix_tokens)
         suffix = cut_suffix(tok, suffix, budget.suffix_tokens)
-    snip_ids, used = snippet_ids(tok, snippets or [], budget.snippet_tokens)
     sp = tok.special
-    ids = snip_ids + [sp.suffix] + tok.encode(suffix) + [sp.prefix] + tok.encode(prefix) + [sp.middle]
-    return ContextTokens(ids=ids, prefix_start_line=prefix.count("\n"), suffix_lines=suffix.count("\n"),
-                         snippets_used=used)
+    return (snippet_ids(tok, snippets or [], budget.snippet_tokens)
+            + [sp.suffix] + tok.encode(suffix) + [sp.prefix] + tok.encode(prefix) + [sp.middle])

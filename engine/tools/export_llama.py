@@ -68,7 +68,7 @@ def generate_completion(llama, engine, prefix: str, suffix: str, max_tokens: int
     """What spanfill's AR mode would complete, through `llama.generate()` on the same context: token
     healing (healing.py) becomes a logits processor on the first new token. Returns (text, tokens)."""
     tok, sp = engine.tokenizer, engine.tokenizer.special
-    healing = engine.healer.heal(context_ids(tok, prefix, suffix, budget=engine.budget).ids)
+    healing = engine.healer.heal(context_ids(tok, prefix, suffix, budget=engine.budget))
     ids = torch.tensor([healing.ids])
 
     def first_token_bias(input_ids, scores):

@@ -120,9 +120,8 @@ def random_cut(text: str, rng: random.Random) -> Cut | None:
 
 def make_example(tok: Tokenizer, cut: Cut, span_length: int, budget: Budget,
                  snippets: list[Snippet] | None = None) -> Example:
-    ctx = context_ids(tok, cut.prefix, cut.suffix, snippets, budget)
     target = tok.encode(cut.middle) + [tok.special.eom]
-    return Example(ctx.ids, target[:span_length], cut.kind)
+    return Example(context_ids(tok, cut.prefix, cut.suffix, snippets, budget), target[:span_length], cut.kind)
 
 
 class ExampleStream:

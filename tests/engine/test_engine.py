@@ -113,7 +113,7 @@ def test_ar_mode_matches_a_reference_loop(engine):
     """AR decoding through the KV cache == recomputing the whole causal sequence for every token."""
     from spanfill.engine.decoding.prompt import context_ids
     tok, model = engine.tokenizer, engine.model
-    ids = context_ids(tok, PREFIX, SUFFIX, budget=engine.budget).ids
+    ids = context_ids(tok, PREFIX, SUFFIX, budget=engine.budget)
     L = 12
     sp = tok.special
     banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]

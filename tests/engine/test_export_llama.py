@@ -11,7 +11,7 @@ def test_generate_matches_ar_mode(engine, tiny_dir, tmp_path):
     from transformers import LlamaForCausalLM
     llama = LlamaForCausalLM.from_pretrained(export(tiny_dir, tmp_path / "llama"), dtype=torch.float32).eval()
     tok, sp = engine.tokenizer, engine.tokenizer.special
-    ids = context_ids(tok, SAMPLE_PREFIX, SAMPLE_SUFFIX, budget=engine.budget).ids
+    ids = context_ids(tok, SAMPLE_PREFIX, SAMPLE_SUFFIX, budget=engine.budget)
     L = 12
     with torch.inference_mode():
         logits = llama(torch.tensor([ids])).logits[0, -1]

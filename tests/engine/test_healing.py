@@ -13,7 +13,7 @@ from spanfill.engine.decoding.prompt import context_ids
 
 def test_heal_removes_the_last_prefix_token_and_allows_only_tokens_that_extend_it(tiny_tok):
     healer = Healer(tiny_tok)
-    ids = context_ids(tiny_tok, "def f(x):\n    return x.app", "\n").ids
+    ids = context_ids(tiny_tok, "def f(x):\n    return x.app", "\n")
     healed = healer.heal(ids)
     stub = tiny_tok.token_bytes(ids[-2])
     assert healed.stub == stub and stub and b"app".endswith(stub.lstrip())
@@ -30,7 +30,7 @@ def test_heal_removes_the_last_prefix_token_and_allows_only_tokens_that_extend_i
 def test_heal_leaves_whitespace_and_empty_prefixes_alone(tiny_tok):
     healer = Healer(tiny_tok)
     for prefix in ("def f(x):\n    ", "x = 1\n", ""):
-        ids = context_ids(tiny_tok, prefix, "\n").ids
+        ids = context_ids(tiny_tok, prefix, "\n")
         healed = healer.heal(ids)
         assert (healed.ids, healed.stub, healed.first_bias) == (ids, b"", None)
 
@@ -42,7 +42,7 @@ def only(token: int, vocab: int) -> torch.Tensor:
 def test_every_decoder_starts_with_an_allowed_token(model_and_tok):
     model, tok = model_and_tok
     sp, V = tok.special, model.cfg.vocab_size
-    ids = context_ids(tok, "def add(a, b):\n    return a", "\n").ids
+    ids = context_ids(tok, "def add(a, b):\n    return a", "\n")
     lookup = ContextCache(model).prepare(ids, room_after=16, need_hidden=True)
     static = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad, graphs=False)
     with torch.inference_mode():
@@ -72,7 +72,7 @@ def test_engine_returns_the_completion_without_the_stub(engine, monkeypatch):
     monkeypatch.setattr(engine_module, "denoise", recording)
     prefix = "def f(items):\n    return items.app"
     result = engine.complete(CompletionRequest(prefix=prefix, suffix="\n", span_length=12, steps=3))
-    stub = tok.token_bytes(context_ids(tok, prefix, "\n").ids[-2])
+    stub = tok.token_bytes(context_ids(tok, prefix, "\n")[-2])
     assert stub
     row = spans[0]
     end = row.index(tok.special.eom) if tok.special.eom in row else len(row)

@@ -18,7 +18,7 @@ def _span_logits(model, ctx_ids, span):
 
 def test_cached_equals_uncached_span_logits(model_and_tok):
     model, tok = model_and_tok
-    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    ids = context_ids(tok, PREFIX, SUFFIX)
     span = torch.full((1, 8), tok.special.mask)
     fresh, _ = _span_logits(model, ids, span)
     cache = ContextCache(model)
@@ -35,7 +35,7 @@ def test_span_step_matches_full_training_forward(model_and_tok):
     model, tok = model_and_tok
     from spanfill.engine.training.samples import Example
     from spanfill.engine.training.objective import build_batch
-    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    ids = context_ids(tok, PREFIX, SUFFIX)
     L = 8
     batch = build_batch([Example(ids, [tok.special.eom], "t")], L, tok.special, torch.Generator().manual_seed(0))
     noised = batch.tokens[:, -L:]
@@ -47,7 +47,7 @@ def test_span_step_matches_full_training_forward(model_and_tok):
 
 def test_span_tokens_do_not_change_context_state(model_and_tok):
     model, tok = model_and_tok
-    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    ids = context_ids(tok, PREFIX, SUFFIX)
     cache = ContextCache(model)
     entry = cache.prepare(ids, room_after=8).entry
     before = [(k[:, :, :len(ids)].clone(), v[:, :, :len(ids)].clone()) for k, v in entry.kv]
@@ -62,15 +62,15 @@ def test_span_tokens_do_not_change_context_state(model_and_tok):
 def test_suffix_token_changes_span_logits(model_and_tok):
     model, tok = model_and_tok
     span = torch.full((1, 8), tok.special.mask)
-    a, _ = _span_logits(model, context_ids(tok, PREFIX, SUFFIX).ids, span)
-    b, _ = _span_logits(model, context_ids(tok, PREFIX, SUFFIX.replace("Counter", "Timer")).ids, span)
+    a, _ = _span_logits(model, context_ids(tok, PREFIX, SUFFIX), span)
+    b, _ = _span_logits(model, context_ids(tok, PREFIX, SUFFIX.replace("Counter", "Timer")), span)
     assert not torch.allclose(a, b, atol=TOL)
 
 
 def test_span_positions_attend_to_each_other_bidirectionally(model_and_tok):
     """Changing the LAST span token changes the logits at the FIRST position (no causal mask)."""
     model, tok = model_and_tok
-    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    ids = context_ids(tok, PREFIX, SUFFIX)
     span = torch.full((1, 8), tok.special.mask)
     other = span.clone()
     other[0, -1] = 42
@@ -82,7 +82,7 @@ def test_span_positions_attend_to_each_other_bidirectionally(model_and_tok):
 def test_context_is_causal(model_and_tok):
     """Appending context tokens never changes the cached keys of earlier ones."""
     model, tok = model_and_tok
-    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    ids = context_ids(tok, PREFIX, SUFFIX)
     short = ContextCache(model).prepare(ids[:20], room_after=0).entry
     full = ContextCache(model).prepare(ids, room_after=0).entry
     for (ks, _), (kf, _) in zip(short.kv, full.kv):
@@ -92,7 +92,7 @@ def test_context_is_causal(model_and_tok):
 def test_one_candidate_in_scratch_equals_a_batch_of_candidates(model_and_tok):
     """B=1 writes the span's keys/values into the buffers' scratch room; B>1 concatenates. Same logits."""
     model, tok = model_and_tok
-    ids = context_ids(tok, PREFIX, SUFFIX).ids
+    ids = context_ids(tok, PREFIX, SUFFIX)
     spans = torch.stack([torch.full((8,), tok.special.mask), torch.arange(8) + 10])
     entry = ContextCache(model).prepare(ids, room_after=8).entry
     with torch.inference_mode():

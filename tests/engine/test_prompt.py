@@ -9,7 +9,7 @@ def test_line_count_memo_gives_the_windows_a_fresh_tokenizer_gives(tiny_tok, tin
     from spanfill.engine.core.tokenizer import Tokenizer
     budget = Budget(prefix_tokens=40, suffix_tokens=20, snippet_tokens=0)
     for cut in range(20, len(SAMPLE_CODE), 37):
-        warm = context_ids(tiny_tok, SAMPLE_CODE[:cut], SAMPLE_CODE[cut:], budget=budget).ids
+        warm = context_ids(tiny_tok, SAMPLE_CODE[:cut], SAMPLE_CODE[cut:], budget=budget)
         fresh = Tokenizer.from_file(tiny_dir / "tokenizer.json")
-        assert context_ids(fresh, SAMPLE_CODE[:cut], SAMPLE_CODE[cut:], budget=budget).ids == warm
+        assert context_ids(fresh, SAMPLE_CODE[:cut], SAMPLE_CODE[cut:], budget=budget) == warm
     assert tiny_tok.line_counts      # the memo was used

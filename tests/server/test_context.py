@@ -70,10 +70,10 @@ def test_typing_keeps_the_windows_so_context_tokens_are_reused(builder, tok):
     for i in range(len(typed) + 1):
         doc = document(text[:offset] + typed[:i] + text[offset:])
         ctx = builder.build(doc, offset + i, [])
-        contexts.append(context_ids(tok, ctx.prefix, ctx.suffix, cut=False).ids)
+        contexts.append(context_ids(tok, ctx.prefix, ctx.suffix, cut=False))
         before, after = doc.text[:offset + i], doc.text[offset + i:]
         baseline.append(context_ids(tok, cut_prefix(tok, before, PREFIX_TOKENS),
-                                    cut_suffix(tok, after, SUFFIX_TOKENS), cut=False).ids)
+                                    cut_suffix(tok, after, SUFFIX_TOKENS), cut=False))
 
     def encoded(seq):    # tokens past the common prefix with the previous context: what the KV cache re-encodes
         return sum(len(b) - common_prefix(a, b) for a, b in zip(seq, seq[1:]))
