@@ -52,6 +52,8 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "save_model": ".core.checkpoint",
     "train_tokenizer": ".core.tokenizer",
     "build_tiny_model": ".testing",
+    "FAMILY_SHAPES": ".families.shapes:SHAPES",
+    "random_family_engine": ".families.shapes",
     "SAMPLE_PREFIX": ".testing",
     "SAMPLE_SUFFIX": ".testing",
 }

@@ -46,6 +46,7 @@ class Session:
             "state": self.scheduler.state,
             "error": self.scheduler.error,
             "model": info.get("model"),
+            "family": info.get("family", "spanfill") if engine else None,   # public checkpoints: engine/families
             "device": info.get("device"),
             "dtype": info.get("dtype"),
             "int8Matmuls": info.get("int8_matmuls"),   # fp32 model, most matmuls int8 (quantize.py)

@@ -89,12 +89,15 @@ class FamilyEngine:
         self.backbone, self.ckpt, self.family = backbone, ckpt, ckpt.family
         self.tokenizer = ckpt.tokenizer
         self.special = ckpt.special
-        # control tokens, and the embedding rows past the tokenizer's last token (padding in every family)
-        self.banned = sorted(set(ckpt.special.banned) | set(range(ckpt.tokenizer.vocab_size, backbone.shape.vocab_size)))
         self.name = name
         self.device = next(backbone.module.parameters()).device
         self.dtype = next(backbone.module.parameters()).dtype
         self.threads = torch.get_num_threads()
+        # never proposed: control tokens, and the embedding rows past the tokenizer's last token (padding
+        # in every family); one [V] bias added to the logits, whatever the number of ids
+        self.banned = sorted(set(ckpt.special.banned) | set(range(ckpt.tokenizer.vocab_size, backbone.shape.vocab_size)))
+        self.bias = torch.zeros(backbone.shape.vocab_size, device=self.device)
+        self.bias[self.banned] = NEG_INF
         on_cuda = self.device.type == "cuda"
         # the first step's extra rows (`confidence`) are nearly free on a GPU, a full forward each on a CPU
         self.length = length or ("expand" if self.family.expand else "confidence" if on_cuda else "eos")
@@ -172,10 +175,9 @@ class FamilyEngine:
         if req.temperature > 0:
             gen = torch.Generator(device=self.device)
             gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
-        cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p,
-                            list(self.banned), req.greedy_first)
         t0 = time.perf_counter()
-        out = self.infill_ids(prefix_ids, suffix_ids, cfg, req.n, gen, deadline, req.cancelled)
+        out = self.infill_ids(prefix_ids, suffix_ids, L, T, req.n, req.rule, req.threshold, req.temperature,
+                              req.top_p, req.greedy_first, gen, deadline, req.cancelled)
         timings.denoise_ms = _ms(t0)
         t0 = time.perf_counter()
         texts, finished = [], []
@@ -201,9 +203,13 @@ class FamilyEngine:
                              "positions; pass cut=True or shorter windows")
         return Layout(tuple(ids), start, length, self.family.shifted)
 
-    def infill_ids(self, prefix_ids: list[int], suffix_ids: list[int], cfg: DenoiseConfig, n: int = 1,
-                   gen: torch.Generator | None = None, deadline: float | None = None, cancelled=None) -> Outcome:
-        """Denoise n candidate spans between prefix_ids and suffix_ids (the benchmarks' entry point)."""
+    def infill_ids(self, prefix_ids: list[int], suffix_ids: list[int], span_length: int, steps: int, n: int = 1,
+                   rule: str = "content", threshold: float = 0.9, temperature: float = 0.0, top_p: float = 1.0,
+                   greedy_first: bool = False, gen: torch.Generator | None = None, deadline: float | None = None,
+                   cancelled=None) -> Outcome:
+        """Denoise n candidate spans between prefix_ids and suffix_ids (`complete` without the text,
+        and the benchmarks' entry point)."""
+        cfg = DenoiseConfig(span_length, steps, rule, threshold, temperature, top_p, greedy_first=greedy_first)
         if self.length == "expand":
             outs = [self._expand_row(prefix_ids, suffix_ids, cfg, gen, deadline, cancelled) for _ in range(n)]
             first = outs[0]
@@ -212,7 +218,7 @@ class FamilyEngine:
                            any(o.cancelled for o in outs), first.chosen_length)
         return self._fixed_rows(prefix_ids, suffix_ids, cfg, n, gen, deadline, cancelled)
 
-    def _full(self, layouts: list[Layout], spans: torch.Tensor | None = None, record: bool = True):
+    def full_forward(self, layouts: list[Layout], spans: torch.Tensor | None = None, record: bool = True):
         """One full forward over `layouts` (one per batch row; or one layout, its span per row of
         `spans` [B, l]). Returns (hidden of each row's span [B, l, D], the Recorder or None, reused r)."""
         N = max(len(lay.ids) for lay in layouts)
@@ -243,7 +249,7 @@ class FamilyEngine:
         picked = hidden.gather(1, span_rows.to(self.device)[..., None].expand(-1, -1, hidden.shape[-1]))
         return picked, recorder, r
 
-    def _cache(self, n: int, lay: Layout) -> DualCache:
+    def cache_for(self, n: int, lay: Layout) -> DualCache:
         w0, w1 = lay.window
         C = len(lay.ids) - (w1 - w0)
         if self.device.type != "cuda":
@@ -258,7 +264,7 @@ class FamilyEngine:
             self._pool[key] = DualCache(self.backbone.shape, n, key[1], key[2], self.dtype, self.device)
         return self._pool[key]
 
-    def _window(self, cache: DualCache, lay: Layout, span: torch.Tensor) -> torch.Tensor:
+    def window_step(self, cache: DualCache, lay: Layout, span: torch.Tensor) -> torch.Tensor:
         """One window step: [n, l] span -> hidden of the rows predicting it [n, l, D]."""
         w0, w1 = lay.window
         ids = torch.cat([torch.tensor(lay.ids[w0:lay.start], dtype=torch.long, device=self.device).expand(span.shape[0], -1), span], 1)
@@ -274,17 +280,17 @@ class FamilyEngine:
             w0 = lay.window[0]
             self.prefixes.keep(list(lay.ids[:w0]), recorder.positions(row, torch.arange(w0, device=self.device)))
 
-    def _pick(self, hidden: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig, gen, banned: list[int]):
-        """Proposals for the masked positions: (confidence [n, l], proposal [n, l]); greedy for the
-        first candidate when cfg.greedy_first."""
-        logits = self.backbone.logits(hidden[masked])                                 # [masked rows, V]
+    def _pick(self, hidden: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig, gen, bias: torch.Tensor):
+        """Proposals for the masked positions: (confidence [n, l], proposal [n, l]); `bias` [V] bans
+        ids; greedy for the first candidate when cfg.greedy_first."""
+        logits = self.backbone.logits(hidden[masked]).float() + bias                  # [masked rows, V]
         if cfg.greedy_first and cfg.temperature > 0 and masked.shape[0] > 1:
             first = int(masked[0].sum())
-            c0, t0 = pick_tokens(logits[:first], 0.0, 1.0, None, banned)
-            c1, t1 = pick_tokens(logits[first:], cfg.temperature, cfg.top_p, gen, banned)
+            c0, t0 = pick_tokens(logits[:first])
+            c1, t1 = pick_tokens(logits[first:], cfg.temperature, cfg.top_p, gen)
             conf_m, tok_m = torch.cat([c0.float(), c1.float()]), torch.cat([t0, t1])
         else:
-            conf_m, tok_m = pick_tokens(logits, cfg.temperature, cfg.top_p, gen, banned)
+            conf_m, tok_m = pick_tokens(logits, cfg.temperature, cfg.top_p, gen)
         confidence = torch.full(masked.shape, NEG_INF, device=self.device)
         proposal = torch.full(masked.shape, self.special.mask, dtype=torch.long, device=self.device)
         confidence[masked] = conf_m.float()
@@ -293,8 +299,7 @@ class FamilyEngine:
 
     def _end_probability(self, hidden: torch.Tensor) -> torch.Tensor:
         """[B, l, D] -> [B, l] probability of an end token (banned ids excluded, as picking does)."""
-        logits = self.backbone.logits(hidden).float()
-        logits[..., self.banned] = NEG_INF
+        logits = self.backbone.logits(hidden).float() + self.bias
         logp = torch.log_softmax(logits, dim=-1)
         return logp[..., list(self.special.ends)].logsumexp(-1).exp()
 
@@ -304,24 +309,24 @@ class FamilyEngine:
         lengths = candidate_lengths(L) if self.length == "confidence" else [L]
         layouts = [self.layout(prefix_ids, suffix_ids, length) for length in lengths]
         record = self.dual_cache
-        hidden, recorder, reused = self._full(layouts, record=record)
+        hidden, recorder, reused = self.full_forward(layouts, record=record)
         forwards, encoded = 1, len(layouts[0].ids) - reused
         choice = 0
         if self.length == "confidence":
             masked = torch.ones(hidden.shape[:2], dtype=torch.bool, device=self.device)
-            confidence, _ = self._pick(hidden, masked, DenoiseConfig(L, 1, banned=cfg.banned), None, list(cfg.banned))
+            confidence, _ = self._pick(hidden, masked, DenoiseConfig(L, 1), None, self.bias)
             choice = choose_length(length_scores(confidence, lengths))
         elif self.length == "eos" and L > 1:
             chosen = int(end_split(self._end_probability(hidden))[0])
             if chosen < L:
                 layouts = [self.layout(prefix_ids, suffix_ids, chosen)]
-                hidden, recorder, _ = self._full(layouts, record=record)
+                hidden, recorder, _ = self.full_forward(layouts, record=record)
                 forwards += 1
         lay = layouts[choice]
         hidden = hidden[choice:choice + 1, :lay.length].expand(n, -1, -1)
         cache = None
         if record:
-            cache = self._cache(n, lay)
+            cache = self.cache_for(n, lay)
             cache.fill(recorder, choice, lay.context().to(self.device))
             self._keep_prefix(recorder, choice, lay)
         l = lay.length
@@ -332,10 +337,10 @@ class FamilyEngine:
         end, steps = self.special.ends[0], 0
         for step in plan:
             if steps > 0:
-                hidden = self._window(cache, lay, span) if cache is not None else self._full([lay], span, record=False)[0]
+                hidden = self.window_step(cache, lay, span) if cache is not None else self.full_forward([lay], span, record=False)[0]
                 forwards += 1
             steps += 1
-            confidence, proposal = self._pick(hidden, masked, cfg, gen, list(cfg.banned))
+            confidence, proposal = self._pick(hidden, masked, cfg, gen, self.bias)
             proposal = torch.where(torch.isin(proposal, torch.tensor(self.special.ends, device=self.device)), end, proposal)
             commit = choose_commit(span, masked, confidence, proposal, step.left, step.k, cfg.rule, cfg.threshold, end)
             apply_commit(span, masked, commit, proposal, end, end)
@@ -352,7 +357,8 @@ class FamilyEngine:
         tokens = torch.full((cfg.span_length,), sp.mask, dtype=torch.long, device=self.device)
         masked = torch.ones_like(tokens, dtype=torch.bool)
         plan = StepPlan(cfg.span_length, cfg.steps, deadline, cancelled)
-        no_expand = list(cfg.banned) + [sp.expand]
+        no_expand = self.bias.clone()
+        no_expand[sp.expand] = NEG_INF
         lay, cache = None, None
         forwards = steps = 0
         reused = encoded = context = 0
@@ -362,19 +368,19 @@ class FamilyEngine:
             steps += 1
             if lay is None or lay.length != tokens.numel() or cache is None:
                 lay = self.layout(prefix_ids, suffix_ids, tokens.numel(), tokens.tolist())
-                hidden, recorder, r = self._full([lay], record=self.dual_cache)
+                hidden, recorder, r = self.full_forward([lay], record=self.dual_cache)
                 if forwards == 0:
                     reused, encoded, context = r, len(lay.ids) - r, len(lay.ids) - lay.length
                 if self.dual_cache:
-                    cache = self._cache(1, lay)
+                    cache = self.cache_for(1, lay)
                     cache.fill(recorder, 0, lay.context().to(self.device))
                     self._keep_prefix(recorder, 0, lay)
             else:
-                hidden = self._window(cache, lay, tokens[None])
+                hidden = self.window_step(cache, lay, tokens[None])
             forwards += 1
             final = step.final
-            banned = no_expand if final or tokens.numel() >= DREAMON_MAX else list(cfg.banned)
-            confidence, proposal = self._pick(hidden, masked[None], cfg, gen, banned)
+            bias = no_expand if final or tokens.numel() >= DREAMON_MAX else self.bias
+            confidence, proposal = self._pick(hidden, masked[None], cfg, gen, bias)
             if final:
                 commit = masked.clone()
             else:   # ceil(masked / steps left) most confident: the schedule stretches as the span grows

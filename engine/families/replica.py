@@ -71,7 +71,7 @@ def _bpe(byte_level_regex: bool) -> HFTokenizer:
     return hf
 
 
-def _tokenizer_files(directory: Path, variant: str) -> dict[str, int]:
+def write_tokenizer_files(directory: Path, variant: str) -> dict[str, int]:
     """Write the variant's tokenizer files; returns {special token: id}."""
     llada = variant == "llada"
     hf = _bpe(byte_level_regex=llada)
@@ -240,7 +240,7 @@ def build_replica(directory: str | Path, variant: str, seed: int = 0) -> Path:
         raise ValueError(f"unknown variant {variant!r}; use one of {', '.join(VARIANTS)}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ids = _tokenizer_files(directory, variant)
+    ids = write_tokenizer_files(directory, variant)
     vocab = _padded(max(ids.values()) + 1)
     cfg = _config(variant, ids, vocab)
     _write_json(directory / "config.json", cfg)

@@ -78,9 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="auto")
     args = ap.parse_args(argv)
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, compile=False if args.eager else None, wait=True)
-    L = args.span or engine.model.cfg.span_length
+    L = args.span or engine.info["span_length"]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
-    report = evaluate(engine, tasks, L)
+    modes = [m for m in MODES if m[0] in engine.info.get("modes", ("diffusion", "ar"))]   # public checkpoints: no AR path
+    report = evaluate(engine, tasks, L, modes)
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)

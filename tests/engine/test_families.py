@@ -22,7 +22,7 @@ from spanfill.engine.families.engine import FamilyEngine
 from spanfill.engine.families.loader import build_backbone, open_checkpoint
 from spanfill.engine.families.replica import FAMILY_OF, VARIANTS, build_replica
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
-from spanfill.engine.tools import batch
+from spanfill.engine.tools import batch, evaluate
 
 ATOL = 1e-4
 FAMILIES = ("dream", "dreamon", "open-dcoder", "coda", "llada")     # one replica variant per family
@@ -138,7 +138,7 @@ def test_span_logits_are_shifted_as_the_family_does(replicas, engines, variant):
     tok = engine.tokenizer
     lay = engine.layout(tok.encode(SAMPLE_PREFIX), tok.encode(SAMPLE_SUFFIX)[:20], 8)
     with torch.inference_mode():
-        hidden, _, _ = engine._full([lay], record=False)
+        hidden, _, _ = engine.full_forward([lay], record=False)
         ours = engine.backbone.logits(hidden[0])
     full = reference_logits(stock_reference(replicas[variant], variant), torch.tensor([lay.ids]))
     shift = 1 if FAMILY_OF[variant] != "llada" else 0
@@ -170,11 +170,11 @@ def test_a_window_step_against_the_dual_cache_equals_the_full_forward_it_was_rec
     tok = engine.tokenizer
     lay = engine.layout(tok.encode(SAMPLE_PREFIX), tok.encode(SAMPLE_SUFFIX)[:30], 8)
     with torch.inference_mode():
-        full, recorder, _ = engine._full([lay])
-        cache = engine._cache(2, lay)
+        full, recorder, _ = engine.full_forward([lay])
+        cache = engine.cache_for(2, lay)
         cache.fill(recorder, 0, lay.context())
         span = torch.full((2, 8), engine.special.mask)
-        window = engine._window(cache, lay, span)
+        window = engine.window_step(cache, lay, span)
     torch.testing.assert_close(window, full.expand(2, -1, -1), atol=ATOL, rtol=0)
 
 
@@ -232,8 +232,8 @@ def test_dreamon_span_changes_length_while_denoising(engines, monkeypatch):
     real_pick = FamilyEngine._pick
     calls = []
 
-    def pick(self, hidden, masked, cfg, gen, banned):
-        confidence, proposal = real_pick(self, hidden, masked, cfg, gen, banned)
+    def pick(self, hidden, masked, cfg, gen, bias):
+        confidence, proposal = real_pick(self, hidden, masked, cfg, gen, bias)
         if not calls:
             best = confidence[0].argmax()
             proposal[0, best] = sp.expand
@@ -267,6 +267,23 @@ def test_spanfill_batch_completes_with_a_family_checkpoint(replicas, tmp_path, v
     assert batch.main([str(tasks), str(out), "--model", str(replicas[variant]), "--device", "cpu", "--steps", "2"]) == 0
     row = json.loads(out.read_text())
     assert isinstance(row["completion"], str) and row["latency_ms"] > 0
+
+
+def test_spanfill_eval_runs_the_diffusion_modes_of_a_family_checkpoint(replicas, held_out_data, tmp_path):
+    out = tmp_path / "eval.json"
+    assert evaluate.main(["--data", str(held_out_data), "--model", str(replicas["llada"]), "--device", "cpu",
+                          "--single", "2", "--multi", "1", "--span", "16", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["model"]["family"] == "llada"
+    assert {r["mode"] for r in report["results"]} == {"diffusion"}
+
+
+def test_the_server_status_names_the_family(engines):
+    from spanfill.server.session import Session
+    session = Session()
+    assert session.status()["family"] is None
+    session.scheduler.engine = engines["coda"]
+    assert session.status()["family"] == "coda"
 
 
 # -- broken checkpoints ---------------------------------------------------------------------------
