@@ -51,8 +51,8 @@ async def wait_until_loaded(client: LanguageClient):
 
 async def wait_until_compiled(client: LanguageClient, timeout_s: float = 900.0):
     """The status once the engine's CPU steps are no longer being compiled (or the timeout passed).
-    The server compiles on its threads (one, on 2 cores): ~2 minutes on a CPU with AMX, 5 on an
-    AVX2-only one (309 s measured), so the wait is generous."""
+    The server compiles on its threads (one, on 2 cores), which takes minutes, longest on a CPU
+    without AMX, so the wait is generous."""
     deadline = time.monotonic() + timeout_s
     st = await status(client)
     while st.compile == "compiling" and time.monotonic() < deadline:

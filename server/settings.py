@@ -48,8 +48,8 @@ class Settings:
     def engine_threads(self) -> int:
         """`threads`, or by default one core fewer than torch would use (at least one): the editor
         and the rest of the machine keep a core. With every core in its pool, a busy machine made the
-        engine's calls far slower at the tail (presumably its parallel loops waiting at barriers for
-        a thread another process pushed off its core; benchmarks/replay.py --background-load)."""
+        engine's calls far slower at the tail (its parallel loops wait at barriers for a thread another
+        process pushed off its core; benchmarks/replay.py --background-load measures it)."""
         if self.threads is not None:
             return self.threads
         from spanfill.engine import TORCH_DEFAULT_THREADS   # imports torch: not when only parsing settings

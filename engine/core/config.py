@@ -56,9 +56,8 @@ PRESETS: dict[str, ModelConfig] = {
     # Tests: random weights, builds in milliseconds.
     "tiny": ModelConfig(vocab_size=512, dim=64, n_layers=2, n_heads=4, ffn_dim=128, max_positions=1024,
                         span_length=16, steps=4, max_context_tokens=256),
-    # Shipped default: sized from measured CPU training throughput (see MODEL_CARD.md).
-    # 10M parameters: at ~1.7k tokens/s of bf16 training on 2 cores, a session sees ~10M tokens,
-    # where a smaller model learns more per FLOP than the 14M (d=384) one measured beside it.
+    # Shipped default: sized for CPU training throughput (see MODEL_CARD.md): with some 10M tokens
+    # per few hours of 2-core training, a smaller model learns more per FLOP than a wider one.
     "small": ModelConfig(vocab_size=8192, dim=320, n_layers=6, n_heads=5, ffn_dim=864),
     "base": ModelConfig(vocab_size=8192, dim=512, n_layers=8, n_heads=8, ffn_dim=1408),
 }

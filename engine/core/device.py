@@ -1,7 +1,7 @@
 """Device and dtype selection: bf16 where the hardware runs it fast, fp32 otherwise, with most
 matmuls in int8 on such a CPU (quantize.py).
 
-On CPU, bf16 matmuls are only fast with AMX or AVX-512-BF16 (about 9x fp32 on these machines);
+On CPU, bf16 matmuls are only fast with AMX or AVX-512-BF16 (several times fp32 there);
 elsewhere bf16 is emulated and slower than fp32, so we detect the ISA instead of assuming.
 """
 from __future__ import annotations

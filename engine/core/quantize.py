@@ -1,10 +1,8 @@
 """int8 matmuls for CPUs without fast bf16: the engine's fp32 fallback with its weights in int8.
 
 Where the CPU has no AMX or AVX-512-BF16 (device.py), the engine runs fp32, and a span step is bound
-by its matmuls, which at the span's shapes (16 or 32 rows) run far below the CPU's fp32 peak: on a
-2-core AVX2 EPYC the vocabulary projection of 32 positions ran at ~60 GFLOP/s as Inductor's compiled
-GEMM (2.8 ms of an 8-ms step), the same shape at ~270 GOP/s through fbgemm's dynamic int8 linear.
-So most linear layers and the vocabulary projection can run as fbgemm's int8 linear (`quantize_int8`
+by its matmuls, which at the span's shapes (16 or 32 rows) run far below the CPU's fp32 peak, while
+fbgemm's dynamic int8 linear runs the same shapes several times faster (benchmarks/int8.py). So most linear layers and the vocabulary projection can run as fbgemm's int8 linear (`quantize_int8`
 says which and why not the others): weights quantized once, symmetric per output channel;
 activations quantized per call (dynamic, 7-bit, as fbgemm needs on CPUs without VNNI); int32
 accumulation; fp32 out. Norms, attention and the KV cache stay fp32.
@@ -62,7 +60,7 @@ class Int8Linear(nn.Module):
     """A bias-free linear layer y = x W^T with W [N, K] held as packed int8, and in fp32 for a single
     row (an AR token step), where the int8 path is slower than fp32: a one-row product is bound by
     reading the weight, and fbgemm's per-call activation quantization and the custom op's dispatch
-    cost more than the smaller read saves (AVX2 EPYC, compiled: AR single-line p50 22.2 vs 20.5 ms)."""
+    cost more than the smaller read saves."""
 
     def __init__(self, weight: nn.Parameter):
         super().__init__()

@@ -16,9 +16,9 @@ What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 The steps specialise on the span length and batch, and nothing else should need a recompile during
 a request: the caches are passed as views that end where the step's keys end (so their length is
 always context + L, one symbol), and steps_left is a tensor (the commit is a rank test). The 12
-views cost ~0.13 ms of guard checks per call; one stacked [layers, 2, ...] cache tensor would guard
-once, but was tried and is much slower: Inductor does not write a functionalised view of one input
-in place, and copied the whole cache at every layer (step 2.8 -> 7.5 ms). `warm`
+views cost some guard checks per call; one stacked [layers, 2, ...] cache tensor would guard once,
+but Inductor does not write a functionalised view of one input in place and would copy the whole
+cache at every layer, which costs far more. `warm`
 compiles the span and token steps with the context length a symbol from the start
 (DYNAMIC_FROM_THE_START; the prefill is dynamic throughout), calls each at a second context length
 to check that graph takes it, and compiles the guard cases Dynamo splits off (a view that is a whole
@@ -45,9 +45,9 @@ from .denoise import step_body
 log = logging.getLogger(__name__)
 # Inductor settings while warming up. `freezing` makes the weights graph constants, so the matmuls
 # use pre-packed weights; it must be set in the global config: passed as torch.compile(options=) it
-# is read too late and silently does nothing (the matmuls stayed aten::mm). The span and token steps
-# also autotune their matmuls between aten and Inductor's C++ GEMM template, which on AMX machines
-# wins by 2-4x at these shapes (32 or 1 rows); the prefill's row count is dynamic, which the template
+# is read too late and silently does nothing (the matmuls stay aten::mm). The span and token steps
+# also autotune their matmuls between aten and Inductor's C++ GEMM template, which on AMX machines is
+# much faster at these shapes (32 or 1 rows); the prefill's row count is dynamic, which the template
 # does not take, so it keeps oneDNN's packed linear.
 FREEZE = {"freezing": True}
 MAX_LOGGED_FALLBACKS = 5     # guard failures logged in full; later ones are only counted
@@ -172,10 +172,9 @@ class CompiledSteps:
         L, V = self.span_length, cfg.vocab_size
         t0 = time.perf_counter()
         # Inductor keeps autotune timings in a file and reuses them for a matmul of the same shapes:
-        # within one warm-up that spares re-timing the same choices for every layer of every graph
-        # (AVX2 EPYC, fp32: 200 autotunings -> 15, the autotuning 107 -> 58 s of ~400 s). Across
-        # processes it would keep timings taken while the machine was busy (a benchmark's span step
-        # took 2.59 ms with such, 2.20 ms once they were removed), so the file goes first
+        # within one warm-up that spares re-timing the same choices for every layer of every graph.
+        # Across processes it would keep timings taken while the machine was busy (and pick slower
+        # kernels by them), so the file an earlier process left goes first
         step_config = {**STEP_CONFIG, "autotune_local_cache": forget_autotune_timings()}
         try:
             with torch.inference_mode():

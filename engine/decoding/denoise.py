@@ -28,15 +28,12 @@ from . import kernels
 from ..core.family import ModelFamily
 
 NEG_INF = float("-inf")
-# a proposed <|pad|> more probable than this joins the span's free tail (rule `content`). Of the two
-# values tried on 150 held-out single-line tasks at T=4, 0 (every proposed pad) let unsure pads cut
-# completions short: edit similarity 0.214 vs 0.246. `spanfill eval` reports `content` beside `fixed`.
+# a proposed <|pad|> more probable than this joins the span's free tail (rule `content`): with 0
+# (every proposed pad) unsure pads cut completions short. `spanfill eval` reports `content` beside `fixed`.
 PAD_CONFIDENCE = 0.5
 # span lengths the `content` rule cuts a span down to once everything after them is committed pads
-# (`shrunk_length`). Measured on 450 held-out tasks at T=4 (eager, fp32): the same exact match and
-# edit similarity (9.7% / 0.281 single-line, 0.137 multi-line) with the later steps on 16 positions,
-# median latency 72.6 -> 47.5 ms on a CPU where a step's cost is its arithmetic. 8 as well cut
-# more spans but was no faster there.
+# (`shrunk_length`): the later steps of a short middle then cost about half, at the same exact match
+# (benchmarks/span_cut.py measures both settings side by side).
 SHRINK_TO = (16,)
 
 
