@@ -275,16 +275,18 @@ class FamilyEngine:
             hidden = self.backbone.hidden(ids, positions, cache.window_mask(), cache)
         return hidden[:, lay.rows(w0).to(self.device)]
 
-    def _keep_prefix(self, recorder: Recorder, row: int, lay: Layout) -> None:
+    def keep_prefix(self, recorder: Recorder, row: int, lay: Layout) -> None:
         if self.reuse_prefix:
             w0 = lay.window[0]
             self.prefixes.keep(list(lay.ids[:w0]), recorder.positions(row, torch.arange(w0, device=self.device)))
 
-    def _pick(self, hidden: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig, gen, bias: torch.Tensor):
+    def pick(self, hidden: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig | None, gen, bias: torch.Tensor):
         """Proposals for the masked positions: (confidence [n, l], proposal [n, l]); `bias` [V] bans
-        ids; greedy for the first candidate when cfg.greedy_first."""
+        ids; greedy without a cfg, and for the first candidate when cfg.greedy_first."""
         logits = self.backbone.logits(hidden[masked]).float() + bias                  # [masked rows, V]
-        if cfg.greedy_first and cfg.temperature > 0 and masked.shape[0] > 1:
+        if cfg is None:
+            conf_m, tok_m = pick_tokens(logits)
+        elif cfg.greedy_first and cfg.temperature > 0 and masked.shape[0] > 1:
             first = int(masked[0].sum())
             c0, t0 = pick_tokens(logits[:first])
             c1, t1 = pick_tokens(logits[first:], cfg.temperature, cfg.top_p, gen)
@@ -314,7 +316,7 @@ class FamilyEngine:
         choice = 0
         if self.length == "confidence":
             masked = torch.ones(hidden.shape[:2], dtype=torch.bool, device=self.device)
-            confidence, _ = self._pick(hidden, masked, DenoiseConfig(L, 1), None, self.bias)
+            confidence, _ = self.pick(hidden, masked, None, None, self.bias)
             choice = choose_length(length_scores(confidence, lengths))
         elif self.length == "eos" and L > 1:
             chosen = int(end_split(self._end_probability(hidden))[0])
@@ -328,7 +330,7 @@ class FamilyEngine:
         if record:
             cache = self.cache_for(n, lay)
             cache.fill(recorder, choice, lay.context().to(self.device))
-            self._keep_prefix(recorder, choice, lay)
+            self.keep_prefix(recorder, choice, lay)
         l = lay.length
         span = torch.full((n, l), self.special.mask, dtype=torch.long, device=self.device)
         masked = torch.ones(n, l, dtype=torch.bool, device=self.device)
@@ -340,7 +342,7 @@ class FamilyEngine:
                 hidden = self.window_step(cache, lay, span) if cache is not None else self.full_forward([lay], span, record=False)[0]
                 forwards += 1
             steps += 1
-            confidence, proposal = self._pick(hidden, masked, cfg, gen, self.bias)
+            confidence, proposal = self.pick(hidden, masked, cfg, gen, self.bias)
             proposal = torch.where(torch.isin(proposal, torch.tensor(self.special.ends, device=self.device)), end, proposal)
             commit = choose_commit(span, masked, confidence, proposal, step.left, step.k, cfg.rule, cfg.threshold, end)
             apply_commit(span, masked, commit, proposal, end, end)
@@ -374,13 +376,13 @@ class FamilyEngine:
                 if self.dual_cache:
                     cache = self.cache_for(1, lay)
                     cache.fill(recorder, 0, lay.context().to(self.device))
-                    self._keep_prefix(recorder, 0, lay)
+                    self.keep_prefix(recorder, 0, lay)
             else:
                 hidden = self.window_step(cache, lay, tokens[None])
             forwards += 1
             final = step.final
             bias = no_expand if final or tokens.numel() >= DREAMON_MAX else self.bias
-            confidence, proposal = self._pick(hidden, masked[None], cfg, gen, bias)
+            confidence, proposal = self.pick(hidden, masked[None], cfg, gen, bias)
             if final:
                 commit = masked.clone()
             else:   # ceil(masked / steps left) most confident: the schedule stretches as the span grows

@@ -229,7 +229,7 @@ def test_dreamon_span_changes_length_while_denoising(engines, monkeypatch):
     """DreamOn's first step proposes <|expand|> at its most confident position, so the span grows."""
     engine = engines["dreamon"]
     sp = engine.special
-    real_pick = FamilyEngine._pick
+    real_pick = FamilyEngine.pick
     calls = []
 
     def pick(self, hidden, masked, cfg, gen, bias):
@@ -241,7 +241,7 @@ def test_dreamon_span_changes_length_while_denoising(engines, monkeypatch):
         calls.append(masked.shape[1])
         return confidence, proposal
 
-    monkeypatch.setattr(FamilyEngine, "_pick", pick)
+    monkeypatch.setattr(FamilyEngine, "pick", pick)
     engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=4, span_length=4))
     assert calls[0] == 4 and calls[1] == 5
 
