@@ -5,6 +5,10 @@
 #   2. the engine latency sweep, L in {16,32,64} x T in {1,2,4,8} (graphs and eager) + AR: gpu_sweep.py.
 #
 #   bash benchmarks/gpu.sh          # writes to $OUT if set, else benchmarks/results/gpu/
+#   bash benchmarks/gpu.sh families # instead: the public checkpoints' CUDA-graph test, then
+#                                   # benchmarks/families.py at every public checkpoint's real shape with
+#                                   # random weights (Dream 7B, Open-dCoder 0.5B, CoDA 1.7B, LLaDA 8B;
+#                                   # about 3-5 minutes, capped at 8 once Python is set up)
 #
 # Python: if the machine's python3 (or $PYTHON) already has a CUDA torch, that one is used as it is,
 # offline, with this checkout on PYTHONPATH (no install); otherwise a fresh venv gets `pip install -e
@@ -52,6 +56,15 @@ sys.exit(0 if ok else 1)
 EOF
     say "CUDA is NOT available to $PY after setup (a CPU-only torch, or no driver): nothing to check on a GPU"
     exit 2
+fi
+
+if [ "${1:-}" = families ]; then
+    say "public checkpoint shapes, random weights: benchmarks/families.py"
+    status=0
+    timeout 60 "$PY" -m pytest -q -p no:cacheprovider -rs tests/engine/test_families.py -k cuda 2>&1 | tee -a "$LOG" || status=$?
+    timeout 400 "$PY" benchmarks/families.py --device cuda --shapes all --out "$OUT_DIR" 2>&1 | tee -a "$LOG" || status=$?
+    say "done (exit $status); results in $OUT_DIR"
+    exit "$status"
 fi
 
 status=0

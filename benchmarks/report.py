@@ -5,10 +5,10 @@ wrote under benchmarks/results/ (one section per directory: one machine and dtyp
     python benchmarks/report.py --out -        # prints it instead
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
-span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json), and
-gpu_latency.json (gpu.sh); a missing file leaves its table out. Nothing here measures anything: every
-number is copied from a result file, beside the command that wrote it, the date it was written and
-the machine it names.
+span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json),
+gpu_latency.json (gpu.sh) and families[_cuda].json (benchmarks/families.py); a missing file leaves
+its table out. Nothing here measures anything: every number is copied from a result file, beside
+the command that wrote it, the date it was written and the machine it names.
 """
 from __future__ import annotations
 
@@ -333,14 +333,29 @@ def goals_section(directory: Path, where: str) -> list[str]:
             "", table(["goal", "measured", "met?"], rows)]
 
 
+def families_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/families.py: public checkpoints' real shapes with random weights (latency only)."""
+    out = []
+    for s in r["shapes"]:
+        rows = [[x["what"], x.get("tokens", "-"), ms(x["median_ms"]), ms(x["p95_ms"]), x.get("forward_passes", "-"),
+                 x.get("tokens_per_s", "-")] for x in s["rows"]]
+        out += [f"**{s['shape']} shape, random weights** ({where}{s['params'] / 1e6:.0f}M parameters, {s['dtype']} on "
+                f"{s['device']}, {r['machine'].get('threads')} threads, context {s['context_tokens']} tokens, "
+                f"L={s['span_length']}; `{r['command']}`):", "",
+                table(["what", "tokens", "median ms", "p95 ms", "forward passes", "tokens/s"], rows), ""]
+    return out[:-1]
+
+
 SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
             ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
-            ("replay", replay_section), ("gpu_latency", gpu_section))
+            ("replay", replay_section), ("gpu_latency", gpu_section), ("families", families_section),
+            ("families_cuda", families_section))
 
 
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
-    reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency")
+    reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
+                              "families", "families_cuda")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."

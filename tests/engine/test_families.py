@@ -178,6 +178,32 @@ def test_a_window_step_against_the_dual_cache_equals_the_full_forward_it_was_rec
     torch.testing.assert_close(window, full.expand(2, -1, -1), atol=ATOL, rtol=0)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+@pytest.mark.parametrize("variant", ["dream", "llada"])
+def test_cuda_graph_window_steps_equal_eager_ones_and_completions_run(replicas, variant):
+    engine = Engine.load(replicas[variant], device="cuda", dtype="bf16", warmup=False)
+    assert engine.graphs is not None
+    tok = engine.tokenizer
+    lay = engine.layout(tok.encode(SAMPLE_PREFIX), tok.encode(SAMPLE_SUFFIX)[:30], 8)
+    with torch.inference_mode():
+        _, recorder, _ = engine.full_forward([lay])
+        cache = engine.cache_for(1, lay)
+        cache.fill(recorder, 0, lay.context().to(engine.device))
+        span = torch.full((1, 8), engine.special.mask, device=engine.device)
+        graphed = engine.window_step(cache, lay, span).clone()
+        assert engine.graphs.usable, engine.graphs.state
+        eager = engine.backbone.hidden(*_window_inputs(engine, lay, span), cache.mask, cache)[:, lay.rows(lay.window[0])]
+    torch.testing.assert_close(graphed.float(), eager.float(), atol=1e-2, rtol=0)
+    result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=4, n=2))
+    assert len(result.texts) == 2 and engine.info["cuda_graphs"].startswith("on")
+
+
+def _window_inputs(engine, lay, span):
+    w0, w1 = lay.window
+    head = torch.tensor(lay.ids[w0:lay.start], dtype=torch.long, device=engine.device)
+    return torch.cat([head.expand(span.shape[0], -1), span], 1), torch.arange(w0, w1, device=engine.device)[None]
+
+
 # -- completions ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("variant", FAMILIES)

@@ -78,6 +78,7 @@ export interface ServerStatus {
   state?: "idle" | "loading" | "ready" | "failed";
   error?: string | null;
   model?: string | null;
+  family?: string | null;   // "spanfill", or a public checkpoint's family ("dream", "dreamon", "open-dcoder", "coda", "llada")
   device?: string | null;
   dtype?: string | null;
   int8Matmuls?: boolean | null;
@@ -102,6 +103,12 @@ function modelName(model: string | null | undefined): string {
   return model ? model.replace(/[\\/]+$/, "").split(/[\\/]/).pop() || model : "model?";
 }
 
+/** The model's name, with its family when it is a public checkpoint rather than spanfill's own. */
+function modelLabel(status: ServerStatus): string {
+  const family = status.family && status.family !== "spanfill" ? ` (${status.family})` : "";
+  return modelName(status.model) + family;
+}
+
 /** Status-bar text: model, device and the last latency (the server's when it reports one, else the round trip we timed). */
 export function statusText(status: ServerStatus, lastRoundTripMs: number | undefined): string {
   if (status.state === "loading" || status.state === "idle") {
@@ -111,7 +118,7 @@ export function statusText(status: ServerStatus, lastRoundTripMs: number | undef
     return "$(error) spanfill: no model";
   }
   const latency = status.latencyMs?.last ?? lastRoundTripMs;
-  return `$(sparkle) ${modelName(status.model)} · ${status.device ?? "device?"} · ${ms(latency)}`;
+  return `$(sparkle) ${modelLabel(status)} · ${status.device ?? "device?"} · ${ms(latency)}`;
 }
 
 export function statusTooltip(status: ServerStatus): string {
@@ -120,7 +127,7 @@ export function statusTooltip(status: ServerStatus): string {
   }
   const lat = status.latencyMs ?? {};
   return [
-    `model: ${status.model ?? "?"}`,
+    `model: ${status.model ?? "?"}${status.family ? ` (family: ${status.family})` : ""}`,
     `device: ${status.device ?? "?"} (${status.dtype ?? "?"}${status.int8Matmuls ? " with int8 matmuls" : ""}${status.threads ? `, ${status.threads} CPU thread${status.threads === 1 ? "" : "s"}` : ""})`,
     `typing-through cache hit rate: ${percent(status.cacheHitRate)}`,
     `latency p50 ${ms(lat.p50)}, p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)} over ${lat.count ?? 0} requests`,

@@ -62,6 +62,13 @@ test("status text shows model name, device and the last latency", () => {
   assert.equal(statusText({ state: "failed", error: "no such file" }, undefined), "$(error) spanfill: no model");
 });
 
+test("a public checkpoint shows its family in the status text and the tooltip", () => {
+  const status = { state: "ready" as const, model: "/models/DiffuCoder-7B-Base", family: "dream", device: "cuda:0" };
+  assert.equal(statusText(status, 35), "$(sparkle) DiffuCoder-7B-Base (dream) · cuda:0 · 35 ms");
+  assert.equal(statusText({ ...status, model: "m", family: "spanfill" }, 35), "$(sparkle) m · cuda:0 · 35 ms");
+  assert.match(statusTooltip(status), /model: \/models\/DiffuCoder-7B-Base \(family: dream\)/);
+});
+
 test("the tooltip names the device, dtype and CPU threads", () => {
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "bfloat16", threads: 1 }), /device: cpu \(bfloat16, 1 CPU thread\)/);
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "float32", threads: 3 }), /\(float32, 3 CPU threads\)/);
