@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         common.RESULTS = args.out
     name = "families" + ("_" + args.device.replace(":", "") if cuda else "")
     report = {"date": date.today().isoformat(), "command": "python benchmarks/families.py " + " ".join(argv or sys.argv[1:]),
-              "weights": "random, made in place (latency only)", "shapes": results}
+              "weights": "random, made in place (latency only)", "device": args.device,
+              "dtype": str(dtype).replace("torch.", ""), "shapes": results}
     path = common.write(name, report)
     plot(json.loads(path.read_text()), path.with_suffix(".png"))
     print(f"wrote {path}")

@@ -339,8 +339,9 @@ def families_section(r: dict, where: str = "") -> list[str]:
     for s in r["shapes"]:
         rows = [[x["what"], x.get("tokens", "-"), ms(x["median_ms"]), ms(x["p95_ms"]), x.get("forward_passes", "-"),
                  x.get("tokens_per_s", "-")] for x in s["rows"]]
+        threads = r["machine"].get("threads")
         out += [f"**{s['shape']} shape, random weights** ({where}{s['params'] / 1e6:.0f}M parameters, {s['dtype']} on "
-                f"{s['device']}, {r['machine'].get('threads')} threads, context {s['context_tokens']} tokens, "
+                f"{s['device']}, {threads} thread{'' if threads == 1 else 's'}, context {s['context_tokens']} tokens, "
                 f"L={s['span_length']}; `{r['command']}`):", "",
                 table(["what", "tokens", "median ms", "p95 ms", "forward passes", "tokens/s"], rows), ""]
     return out[:-1]
