@@ -63,5 +63,26 @@ class CompletionResult:
     timings: Timings = field(default_factory=Timings)
 
 
+def check_request(req: CompletionRequest, span_length: int, steps: int,
+                  modes: tuple[str, ...] = ("diffusion", "ar"), why: str = "") -> tuple[int, int]:
+    """(L, T) for `req`, None filled in with the model's span_length and steps; ValueError naming the
+    value that is out of range. `modes` are the decodings the engine has (`why` says why not others)."""
+    L = span_length if req.span_length is None else req.span_length
+    T = steps if req.steps is None else req.steps
+    if not 1 <= L <= MAX_SPAN:
+        raise ValueError(f"span_length={L} is out of range; use 1..{MAX_SPAN}")
+    if T < 1:
+        raise ValueError(f"steps={T} must be at least 1")
+    if not 1 <= req.n <= MAX_CANDIDATES:
+        raise ValueError(f"n={req.n} candidates is out of range; use 1..{MAX_CANDIDATES}")
+    if req.mode not in modes:
+        raise ValueError(f"mode={req.mode!r} is not available{why}; use {' or '.join(map(repr, modes))}")
+    if req.rule not in RULES:
+        raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
+    if req.temperature < 0 or not 0 < req.top_p <= 1:
+        raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
+    return L, T
+
+
 class CancelledError(Exception):
     """Raised by Engine.complete when request.cancelled() turns true before any work was done."""

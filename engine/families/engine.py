@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..api import MAX_CANDIDATES, MAX_SPAN, RULES, CancelledError, CompletionRequest, CompletionResult, Timings
+from ..api import CancelledError, CompletionRequest, CompletionResult, Timings, check_request
 from ..decoding.denoise import DenoiseConfig, StepPlan, apply_commit, choose_commit, pick_tokens
 from ..decoding.prompt import Budget, cut_prefix, cut_suffix
 from .common import Backbone
@@ -79,7 +79,6 @@ class Outcome:
     encoded: int
     deadline_hit: bool = False
     cancelled: bool = False
-    chosen_length: int = 0
 
 
 class FamilyEngine:
@@ -139,28 +138,11 @@ class FamilyEngine:
         with self._lock, torch.inference_mode():
             return self._complete(req)
 
-    def _validate(self, req: CompletionRequest) -> tuple[int, int]:
-        L = self.family.span_length if req.span_length is None else req.span_length
-        T = self.family.steps if req.steps is None else req.steps
-        if not 1 <= L <= MAX_SPAN:
-            raise ValueError(f"span_length={L} is out of range; use 1..{MAX_SPAN}")
-        if T < 1:
-            raise ValueError(f"steps={T} must be at least 1")
-        if not 1 <= req.n <= MAX_CANDIDATES:
-            raise ValueError(f"n={req.n} candidates is out of range; use 1..{MAX_CANDIDATES}")
-        if req.mode != "diffusion":
-            raise ValueError(f"mode={req.mode!r} is not available for {self.family.name}: it is a bidirectional "
-                             "diffusion model with no causal path; use mode 'diffusion'")
-        if req.rule not in RULES:
-            raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
-        if req.temperature < 0 or not 0 < req.top_p <= 1:
-            raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
-        return L, T
-
     def _complete(self, req: CompletionRequest) -> CompletionResult:
         t_start = time.perf_counter()
         deadline = t_start + req.deadline_ms / 1e3 if req.deadline_ms is not None else None
-        L, T = self._validate(req)
+        L, T = check_request(req, self.family.span_length, self.family.steps, ("diffusion",),
+                             f" for {self.family.name}: a bidirectional diffusion model has no causal path")
         if req.cancelled is not None and req.cancelled():
             raise CancelledError("request was cancelled before it started")
         timings = Timings()
@@ -215,7 +197,7 @@ class FamilyEngine:
             first = outs[0]
             return Outcome([o.rows[0] for o in outs], sum(o.forwards for o in outs), max(o.steps for o in outs),
                            first.context_tokens, first.reused, first.encoded, any(o.deadline_hit for o in outs),
-                           any(o.cancelled for o in outs), first.chosen_length)
+                           any(o.cancelled for o in outs))
         return self._fixed_rows(prefix_ids, suffix_ids, cfg, n, gen, deadline, cancelled)
 
     def full_forward(self, layouts: list[Layout], spans: torch.Tensor | None = None, record: bool = True):
@@ -349,7 +331,7 @@ class FamilyEngine:
             if step.final or not masked.any():
                 break
         return Outcome(span.tolist(), forwards, steps, len(lay.ids) - l, reused, encoded,
-                       plan.deadline_hit, plan.was_cancelled, l)
+                       plan.deadline_hit, plan.was_cancelled)
 
     def _expand_row(self, prefix_ids, suffix_ids, cfg: DenoiseConfig, gen, deadline, cancelled) -> Outcome:
         """DreamOn, one candidate: the span grows at committed <|expand|> and shrinks at committed
@@ -399,4 +381,4 @@ class FamilyEngine:
             if not masked.any() or final:
                 break
         return Outcome([tokens.tolist()], forwards, steps, context, reused, encoded,
-                       plan.deadline_hit, plan.was_cancelled, tokens.numel())
+                       plan.deadline_hit, plan.was_cancelled)
