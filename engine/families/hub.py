@@ -59,5 +59,5 @@ def resolve(repo_id: str, download: bool = False) -> Path:
         except Exception as err:   # network, authentication, unknown repository
             raise CheckpointError(f"downloading {repo_id} failed ({err})") from err
     raise CheckpointError(
-        f"{repo_id} is not a directory and not in the local Hugging Face cache ({hub_cache()}); download it first "
+        f"model {repo_id}: no such directory, and not in the local Hugging Face cache ({hub_cache()}); download it first "
         f"(hf download {repo_id} --include '*.json' '*.safetensors' '*.txt') or pass its directory")
