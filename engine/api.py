@@ -10,6 +10,12 @@ from .decoding.prompt import Snippet
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
 RULES: tuple[str, ...] = get_args(Rule)
+# how the span decides where the middle ends (decoding/denoise.py's docstring): end tokens commit like
+# any other, stricter trailing pads, end tokens held back (until sure; until all before them is
+# decided), or the <|eom|> position fixed by the first step's distribution (mode, mean, median)
+Length = Literal["pad", "strict-pad", "late-end", "left-end", "first-step", "first-step-mean", "first-step-median"]
+LENGTHS: tuple[str, ...] = get_args(Length)
+DEFAULT_LENGTH: Length = "pad"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 MAX_SPAN = 256                             # the longest span L a request may ask for
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
@@ -28,6 +34,7 @@ class CompletionRequest:
                                          # the steps over the non-pad positions, "fixed" commits L/T per
                                          # step, "threshold" every position above `threshold`
     threshold: float = 0.9
+    length: Length = DEFAULT_LENGTH      # how the middle's end is decided (LENGTHS)
     n: int = 1                           # candidates, decoded as one batch
     temperature: float = 0.0             # 0 = greedy
     top_p: float = 1.0
@@ -79,6 +86,8 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
         raise ValueError(f"mode={req.mode!r} is not available{why}; use {' or '.join(map(repr, modes))}")
     if req.rule not in RULES:
         raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
+    if req.length not in LENGTHS:
+        raise ValueError(f"length={req.length!r} is unknown; use one of {', '.join(map(repr, LENGTHS))}")
     if req.temperature < 0 or not 0 < req.top_p <= 1:
         raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
     return L, T

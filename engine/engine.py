@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .api import MAX_CANDIDATES, MAX_SPAN, RULES, CancelledError, CompletionRequest, CompletionResult, Timings
+from .api import DEFAULT_LENGTH, LENGTHS, MAX_CANDIDATES, MAX_SPAN, RULES, CancelledError, CompletionRequest, CompletionResult, Timings
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
@@ -136,6 +136,8 @@ class Engine:
             raise ValueError(f"mode={req.mode!r} is unknown; use 'diffusion' or 'ar'")
         if req.rule not in RULES:
             raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
+        if req.length not in LENGTHS:
+            raise ValueError(f"length={req.length!r} is unknown; use one of {', '.join(map(repr, LENGTHS))}")
         if req.temperature < 0 or not 0 < req.top_p <= 1:
             raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
         return L, T
@@ -190,12 +192,15 @@ class Engine:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
-                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.span_cut else ())
-            if self.static_denoiser is not None and self.static_denoiser.supports(cfg):
+                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.span_cut else (),
+                                length=req.length)
+            # the compiled and captured steps run the default length strategy only
+            default_length = req.length == DEFAULT_LENGTH
+            if self.static_denoiser is not None and self.static_denoiser.supports(cfg) and default_length:
                 out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
                 fused_step = None
-                if compiled and compiled.supports(req.n, L, req.temperature, req.rule):
+                if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and default_length:
                     bias = banned_bias(tuple(banned), self.model.cfg.vocab_size, self.model.embed.weight.device)
                     first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
 

@@ -14,6 +14,19 @@ last step or two, in parallel. `content` (the default) commits the confident tra
 and spreads the steps over what is left: each step commits ceil(n / steps left) of the n content
 positions — the step budget goes to the tokens the user reads, and a span whose content is decided
 early stops early. `threshold` is Fast-dLLM's.
+
+Length (api.Length, DenoiseConfig.length): how the span decides where the middle ends. Under `pad`
+(the default) an <|eom|> or pad commits as soon as it is among a step's most confident proposals.
+Under an all-mask span the end tokens hold much of each position's probability (the model's
+marginal over every length), so an early <|eom|> often truncates the middle before its content is
+decided. The others: `strict-pad` asks STRICT_PAD_CONFIDENCE of the trailing pads; `late-end`
+holds an end proposal back until its confidence clears END_CONFIDENCE; `left-end` until every
+position before it is committed (the end is decided beside decided content, as an AR decoder
+decides to stop); both commit what is left on the final step. `first-step`, `first-step-mean` and
+`first-step-median` fix the <|eom|> position from the first step's distribution over where it falls
+(its mode, mean or median), in the spirit of CAL (length from the first step's confidence); the
+positions before it then may not propose an end token (in training a pad only ever follows <|eom|>).
+benchmarks/length.py measures them side by side.
 """
 from __future__ import annotations
 
@@ -25,6 +38,7 @@ from typing import Callable
 import torch
 
 from . import kernels
+from ..api import DEFAULT_LENGTH
 from ..core.family import ModelFamily
 
 NEG_INF = float("-inf")
@@ -35,6 +49,9 @@ PAD_CONFIDENCE = 0.5
 # (`shrunk_length`): the later steps of a short middle then cost about half, at the same exact match
 # (benchmarks/span_cut.py measures both settings side by side).
 SHRINK_TO = (16,)
+STRICT_PAD_CONFIDENCE = 0.9    # `strict-pad`: the trailing pads' confidence
+END_CONFIDENCE = 0.9           # `late-end`: an end token commits before the final step only above this
+FIRST_STEP = {"first-step": "mode", "first-step-mean": "mean", "first-step-median": "median"}
 
 
 def shrink_lengths(span_length: int) -> tuple[int, ...]:
@@ -110,10 +127,63 @@ def commit_spread(confidence: torch.Tensor, content: torch.Tensor, steps_left: t
 
 
 def commit_content(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
-                   steps_left: torch.Tensor | int, pad: int) -> torch.Tensor:
-    """The `content` rule: the span's confident trailing pads, plus the content share of this step."""
-    tail = trailing_pads(span, masked, confidence, proposal, pad)
-    return tail | commit_spread(confidence, masked & ~tail, steps_left)
+                   steps_left: torch.Tensor | int, pad: int, pad_confidence: float = PAD_CONFIDENCE,
+                   held: torch.Tensor | None = None) -> torch.Tensor:
+    """The `content` rule: the span's confident trailing pads, plus the content share of this step,
+    most confident first; `held` positions (a length strategy's) wait, and the share goes to others."""
+    tail = trailing_pads(span, masked, confidence, proposal, pad, pad_confidence)
+    if held is None:
+        return tail | commit_spread(confidence, masked & ~tail, steps_left)
+    behind = torch.where(held, confidence - 2, confidence)     # below any probability, order kept
+    return tail | (commit_spread(behind, masked & ~tail, steps_left) & ~held)
+
+
+def held_ends(masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor, length: str,
+              eom: int, pad: int) -> torch.Tensor:
+    """[B, L] bool: masked positions whose end proposal (<|eom|> or pad) waits this step: under
+    `late-end` those at or below END_CONFIDENCE, under `left-end` those with a masked position before
+    them; none under the other strategies."""
+    end = masked & ((proposal == eom) | (proposal == pad))
+    if length == "late-end":
+        return end & (confidence <= END_CONFIDENCE)
+    if length == "left-end":
+        index = torch.arange(masked.shape[1], device=masked.device)
+        first_masked = torch.where(masked, index, masked.shape[1]).amin(1, keepdim=True)
+        return end & (index > first_masked)
+    return torch.zeros_like(masked)
+
+
+def end_position(p_eom: torch.Tensor, estimate: str = "mode") -> torch.Tensor:
+    """p_eom: [B, L] each position's probability of <|eom|> -> [B, 1] the position it is fixed at:
+    the distribution's mode, mean (rounded) or median, over the span's positions."""
+    if estimate == "mode":
+        return p_eom.argmax(1, keepdim=True)
+    p = p_eom / p_eom.sum(1, keepdim=True).clamp_min(1e-12)
+    if estimate == "mean":
+        index = torch.arange(p.shape[1], device=p.device, dtype=p.dtype)
+        return (p * index).sum(1, keepdim=True).round().long()
+    return (p.cumsum(1) < 0.5).sum(1, keepdim=True).clamp(max=p.shape[1] - 1)
+
+
+def fix_end(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int,
+            estimate: str = "mode") -> None:
+    """The `first-step` strategies, in place. logits: [B, L, V]; span/masked: [B, L]. A row at its
+    first step (all masked) commits <|eom|> where its distribution puts it (`end_position`; the pads after it follow
+    through truncate_after_eom); in every row with a committed <|eom|>, the masked positions before
+    it may not propose an end token. Tensor ops, no branch: it compiles and graph-captures."""
+    B, L = span.shape
+    p_eom = torch.exp(logits[..., eom] - torch.logsumexp(logits, dim=-1))          # [B, L]
+    index = torch.arange(L, device=span.device)
+    fresh = masked.all(1, keepdim=True)                                              # [B, 1]
+    place = fresh & (index == end_position(p_eom, estimate))
+    span.masked_fill_(place, eom)
+    masked &= ~place
+    truncate_after_eom(span, masked, eom, pad)
+    committed = (span == eom) & ~masked
+    end = torch.where(committed, index, L).amin(1, keepdim=True)                     # [B, 1]; L: none
+    before = masked & (index < end) & (end < L)
+    logits[..., eom] = logits[..., eom].masked_fill(before, NEG_INF)
+    logits[..., pad] = logits[..., pad].masked_fill(before, NEG_INF)
 
 
 def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: float) -> torch.Tensor:
@@ -156,20 +226,29 @@ class DenoiseConfig:
     greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
     first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
+    length: str = DEFAULT_LENGTH      # how the middle's end is decided (LENGTHS; the module docstring)
 
 
 def choose_commit(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
-                  left: torch.Tensor | int, k: int, rule: str, threshold: float, pad: int) -> torch.Tensor:
+                  left: torch.Tensor | int, k: int, rule: str, threshold: float, pad: int,
+                  length: str = DEFAULT_LENGTH, eom: int | None = None) -> torch.Tensor:
     """[B, L] bool: the positions this step commits under `rule`, with `left` steps left (this one
     included) and `k` the fixed schedule's count; on the final step (left == 1) everything left.
-    Under `content`, left may be a tensor (the compiled step's): its rank test needs no branch."""
-    if rule == "content":
-        return commit_content(span, masked, confidence, proposal, left, pad)   # left == 1 takes all
+    Under `content`, left may be a tensor (the compiled step's): its rank test needs no branch.
+    `length` (with the <|eom|> id) is the length strategy's part: `strict-pad`'s trailing pads, the
+    end tokens `late-end` and `left-end` hold back (never on the final step)."""
+    held = None
+    if length in ("late-end", "left-end"):
+        held = held_ends(masked, confidence, proposal, length, eom, pad) & (left > 1)
+    if rule == "content":   # left == 1 takes all
+        pad_confidence = STRICT_PAD_CONFIDENCE if length == "strict-pad" else PAD_CONFIDENCE
+        return commit_content(span, masked, confidence, proposal, left, pad, pad_confidence, held)
     if left == 1:
         return masked.clone()
+    free = masked if held is None else masked & ~held
     if rule == "threshold":
-        return commit_threshold(confidence, masked, threshold)
-    return commit_topk(confidence, masked, k)
+        return commit_threshold(confidence, free, threshold)
+    return commit_topk(confidence, free, k)
 
 
 def apply_commit(span: torch.Tensor, masked: torch.Tensor, commit: torch.Tensor, proposal: torch.Tensor,
@@ -260,19 +339,23 @@ def sampler(cfg: DenoiseConfig, generator: torch.Generator | None, span_length: 
 def step_body(model: ModelFamily, span: torch.Tensor, masked: torch.Tensor, context_len: int, kv,
               left: torch.Tensor | int, k: int, bias: torch.Tensor, first_bias: torch.Tensor, rule: str,
               threshold: float, eom: int, pad: int, pick=greedy,
-              positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None) -> None:
+              positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None,
+              length: str = DEFAULT_LENGTH) -> None:
     """One denoising step, in place on span/masked [B, L]: the span's forward against the cached
     context, logits for every position with the banned ids' bias [V] and token healing's first_bias
     [V] on position 0, a pick per position, then the commit. The one step body: `denoise` runs it
     eagerly, compiled.py through torch.compile, cuda_step.py captured in CUDA graphs. Every position's
-    logits, not only the masked ones': no data-dependent shapes, so it compiles and graph-captures."""
+    logits, not only the masked ones': no data-dependent shapes, so it compiles and graph-captures.
+    `length` is the length strategy (LENGTHS); the compiled and captured steps run the default."""
     B, L = span.shape
     logits = model.logits(model.span_step(span, context_len, kv, positions, key_mask)).float() + bias   # [B, L, V]
     logits[:, 0] += first_bias
+    if length in FIRST_STEP:
+        fix_end(logits, span, masked, eom, pad, FIRST_STEP[length])
     conf, token = pick(logits.flatten(0, 1))
     confidence = conf.view(B, L).masked_fill(~masked, NEG_INF)
     proposal = torch.where(masked, token.view(B, L), span)
-    commit = choose_commit(span, masked, confidence, proposal, left, k, rule, threshold, pad)
+    commit = choose_commit(span, masked, confidence, proposal, left, k, rule, threshold, pad, length, eom)
     apply_commit(span, masked, commit, proposal, eom, pad)
 
 
@@ -298,7 +381,7 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
             fused_step(span, masked, context_len, kv, step.left)
         else:
             step_body(model, span, masked, context_len, kv, step.left, step.k, bias, first_bias, cfg.rule,
-                      cfg.threshold, eom_id, pad_id, pick)
+                      cfg.threshold, eom_id, pad_id, pick, length=cfg.length)
         if step.final or not masked.any():
             break
         if cfg.shrink_to:

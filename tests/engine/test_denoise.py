@@ -3,10 +3,10 @@ import types
 
 import torch
 
-from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, apply_commit, choose_commit, commit_content,
-                                              commit_schedule, commit_spread, commit_threshold, commit_topk, denoise,
-                                              pick_tokens, shrink_lengths, shrunk_length, trailing_pads,
-                                              truncate_after_eom)
+from spanfill.engine.decoding.denoise import (END_CONFIDENCE, DenoiseConfig, StepPlan, apply_commit, choose_commit,
+                                              commit_content, commit_schedule, commit_spread, commit_threshold,
+                                              commit_topk, denoise, end_position, fix_end, held_ends, pick_tokens,
+                                              shrink_lengths, shrunk_length, trailing_pads, truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
 
@@ -224,3 +224,96 @@ def test_deadline_makes_the_next_step_the_last():
     model = Scripted([5] * 8)
     out = denoise(model, None, 0, 1, DenoiseConfig(8, 4), MASK, EOM, PAD, deadline=0.0)
     assert out.deadline_hit and out.steps_run == 1 and out.span.tolist() == [[5] * 8]   # nothing left masked
+
+
+# ---- length strategies --------------------------------------------------------------------------
+
+def test_late_end_holds_unsure_end_tokens_and_left_end_those_with_undecided_text_before_them():
+    masked = torch.tensor([[False, True, True, True, True]])
+    proposal = torch.tensor([[5, EOM, 6, PAD, EOM]])
+    conf = torch.tensor([[1.0, 0.5, 0.8, END_CONFIDENCE + 0.05, END_CONFIDENCE]])
+    assert held_ends(masked, conf, proposal, "late-end", EOM, PAD).tolist() == [[False, True, False, False, True]]
+    # position 1 is the first undecided one: its <|eom|> may commit, the later end tokens wait
+    assert held_ends(masked, conf, proposal, "left-end", EOM, PAD).tolist() == [[False, False, False, True, True]]
+    assert not held_ends(masked, conf, proposal, "pad", EOM, PAD).any()
+
+
+def test_held_end_tokens_give_their_share_of_the_step_to_text_and_commit_on_the_final_step():
+    span = torch.full((1, 6), MASK)
+    masked = torch.ones(1, 6, dtype=torch.bool)
+    proposal = torch.tensor([[5, EOM, 6, 7, 8, 9]])
+    conf = torch.tensor([[0.6, 0.7, 0.5, 0.4, 0.3, 0.2]])      # the <|eom|> is the most confident proposal
+    pad_rule = choose_commit(span, masked, conf, proposal, 3, 0, "content", 0.9, PAD)
+    assert pad_rule.tolist() == [[True, True, False, False, False, False]]    # ceil(6/3) = 2: the <|eom|> among them
+    late = choose_commit(span, masked, conf, proposal, 3, 0, "content", 0.9, PAD, "late-end", EOM)
+    assert late.tolist() == [[True, False, True, False, False, False]]        # its place goes to the next best
+    final = choose_commit(span, masked, conf, proposal, 1, 0, "content", 0.9, PAD, "late-end", EOM)
+    assert final.tolist() == masked.tolist()
+    fixed = choose_commit(span, masked, conf, proposal, 3, 2, "fixed", 0.9, PAD, "left-end", EOM)
+    assert fixed.tolist() == [[True, False, True, False, False, False]]
+    # the compiled step passes steps_left as a tensor: the same choice
+    assert torch.equal(choose_commit(span, masked, conf, proposal, torch.tensor(3), 0, "content", 0.9, PAD,
+                                     "late-end", EOM), late)
+
+
+def test_strict_pad_asks_more_confidence_of_the_trailing_pads():
+    span = torch.full((1, 4), MASK)
+    masked = torch.ones(1, 4, dtype=torch.bool)
+    proposal = torch.tensor([[5, 6, PAD, PAD]])
+    conf = torch.tensor([[0.9, 0.8, 0.95, 0.7]])
+    tail = [[False, False, True, True]]
+    assert (choose_commit(span, masked, conf, proposal, 4, 0, "content", 0.9, PAD) & torch.tensor(tail)).tolist() == tail
+    strict = choose_commit(span, masked, conf, proposal, 4, 0, "content", 0.9, PAD, "strict-pad", EOM)
+    assert strict.tolist() == [[False, False, True, False]]    # 0.7 is not sure enough: one content commit instead
+
+
+def test_end_position_is_the_mode_mean_or_median_of_where_eom_falls():
+    p = torch.tensor([[0.0, 0.4, 0.0, 0.0, 0.3, 0.3]])
+    assert end_position(p).tolist() == [[1]]
+    assert end_position(p, "mean").tolist() == [[round(0.4 * 1 + 0.3 * 4 + 0.3 * 5)]]
+    assert end_position(p, "median").tolist() == [[4]]          # 0.4 of the mass lies before 4
+    assert end_position(p * 0.5, "median").tolist() == [[4]]    # unnormalised: the same
+
+
+def test_fix_end_places_eom_on_the_first_step_and_keeps_end_tokens_out_of_the_text_before_it():
+    L = 6
+    logits = torch.zeros(2, L, V)
+    logits[:, :, EOM] = torch.tensor([0.0, 1.0, 3.0, 0.0, 0.0, 0.0])     # position 2 is where <|eom|> most likely falls
+    logits[:, 1, PAD] = 9.0                                             # an unsure pad inside the text
+    span = torch.full((2, L), MASK)
+    masked = torch.ones(2, L, dtype=torch.bool)
+    span[1, 0], masked[1, 0] = 5, False                                 # row 1 is past its first step
+    fix_end(logits, span, masked, EOM, PAD)
+    assert span.tolist() == [[MASK, MASK, EOM, PAD, PAD, PAD], [5] + [MASK] * 5]
+    assert masked.tolist() == [[True, True, False, False, False, False], [False] + [True] * 5]
+    assert logits[0, :2, EOM].eq(float("-inf")).all() and logits[0, :2, PAD].eq(float("-inf")).all()
+    assert logits[1, :, PAD].isfinite().all()                            # no <|eom|> committed there: nothing banned
+
+
+class Table:
+    """A stand-in model whose position i always has the logits table[i] (whatever the span holds)."""
+    def __init__(self, table):
+        self.table = table
+        self.embed = types.SimpleNamespace(weight=torch.zeros(1))
+        self.cfg = types.SimpleNamespace(vocab_size=V)
+
+    def span_step(self, span, context_len, kv, positions=None, key_mask=None):
+        n, L = span.shape
+        return torch.arange(L, dtype=torch.float32).expand(n, L)[..., None]
+
+    def logits(self, h):
+        return self.table[h[..., 0].long()]
+
+
+def test_denoise_first_step_fixes_the_end_where_pad_lets_an_inner_pad_and_early_eom_cut_the_text():
+    L = 8
+    table = torch.full((L, V), -5.0)
+    table[torch.arange(L), torch.tensor([5, 6, 7, 8, 9, 10, 11, 12])] = 2.0   # the text the model would write
+    table[1, EOM] = 4.0                          # an early <|eom|>, surer than the text at position 1
+    table[3, PAD] = 3.0                          # a pad inside the text
+    table[4:, EOM] = torch.tensor([1.0, 5.0, 1.0, 1.0])   # but <|eom|> most likely falls at 5
+    table[6:, PAD] = 8.0
+    pad = denoise(Table(table), None, 0, 1, DenoiseConfig(L, 4), MASK, EOM, PAD).span.tolist()
+    assert pad == [[5, EOM] + [PAD] * 6]
+    first = denoise(Table(table), None, 0, 1, DenoiseConfig(L, 4, length="first-step"), MASK, EOM, PAD).span.tolist()
+    assert first == [[5, 6, 7, 8, 9, EOM, PAD, PAD]]

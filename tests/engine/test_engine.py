@@ -137,10 +137,21 @@ def test_ar_mode_matches_a_reference_loop(engine):
 
 
 @pytest.mark.parametrize("bad", [dict(span_length=0), dict(steps=0), dict(n=0), dict(mode="beam"),
-                                 dict(rule="greedy"), dict(top_p=0.0), dict(temperature=-1.0)])
+                                 dict(rule="greedy"), dict(length="eos"), dict(top_p=0.0), dict(temperature=-1.0)])
 def test_invalid_requests_get_clear_errors(engine, bad):
     with pytest.raises(ValueError, match="="):
         engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, **bad))
+
+
+def test_every_length_strategy_completes_one_and_several_candidates(engine):
+    from spanfill.engine import LENGTHS
+    for length in LENGTHS:
+        for n in (1, 3):
+            result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, length=length, n=n))
+            assert len(result.texts) == n and 1 <= result.steps_run <= engine.model.cfg.steps
+    # the first-step strategies end every candidate: the <|eom|> is placed on the first step
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, length="first-step", n=3))
+    assert result.finished == [True] * 3
 
 
 def test_huge_document_is_windowed(engine):
