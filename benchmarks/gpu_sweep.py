@@ -45,7 +45,7 @@ def engine_rows(engine: Engine, spans, steps, repeats: int) -> list[dict]:
     source = (REPO / "engine" / "decoding" / "denoise.py").read_text()
     cursor = source.index("\n", len(source) // 2) + 1     # a line start mid-file
     base = dict(prefix=source[:cursor], suffix=source[cursor:])
-    static, rows = engine.static_denoiser, []
+    rows = []
 
     def measure(req: CompletionRequest, **labels) -> dict:
         results = []
@@ -58,17 +58,14 @@ def engine_rows(engine: Engine, spans, steps, repeats: int) -> list[dict]:
         return row
 
     for L in spans:
-        engine.static_denoiser = None
         ar = measure(CompletionRequest(**base, span_length=L, mode="ar"), mode="ar", span_length=L)
         rows.append(ar)
         for T in steps:
-            req = CompletionRequest(**base, span_length=L, steps=T)
-            for path, denoiser in (("cuda_graphs", static), ("eager", None)):
-                engine.static_denoiser = denoiser
+            for path, fast in (("cuda_graphs", True), ("eager", False)):
+                req = CompletionRequest(**base, span_length=L, steps=T, fast_steps=fast)
                 row = measure(req, mode="diffusion", path=path, span_length=L, steps=T)
                 row["speedup_vs_ar"] = round(ar["median_ms"] / row["median_ms"], 2)
                 rows.append(row)
-    engine.static_denoiser = static
     return rows
 
 

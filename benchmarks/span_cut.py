@@ -1,4 +1,4 @@
-"""The span cut (`CompletionRequest.span_cut`, denoise.shrink_lengths) on and off, in one process:
+"""The span cut (`CompletionRequest.shrink_span`, denoise.shrink_lengths) on and off, in one process:
 held-out single- and multi-line tasks decoded at T=4 with the shipped model's compiled steps, the two settings alternating task by task
 (which goes first alternates too), so both see the same machine. Latency, exact match, edit
 similarity and forward passes per setting; writes results/span_cut.json.
@@ -32,7 +32,7 @@ def main(argv=None) -> int:
         warm(engine, task)
         for setting in (("cut", "whole") if i % 2 else ("whole", "cut")):
             runs.setdefault((task.kind, setting), []).append(
-                score(engine, task, steps=args.steps, span_cut=setting == "cut"))
+                score(engine, task, steps=args.steps, shrink_span=setting == "cut"))
     rows = [{"kind": kind, "setting": setting, **summarise(vals)} for (kind, setting), vals in sorted(runs.items())]
     for r in rows:
         print(f"{r['kind']:<7} {r['setting']:<6} p50 {r['latency_median_ms']:6.1f} ms  p95 {r['latency_p95_ms']:6.1f} ms  "

@@ -43,8 +43,10 @@ class CompletionRequest:
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
     heal: bool = True                    # token healing of a cursor inside a word (healing.py)
-    span_cut: bool = True                # content rule: later steps run on a shorter span once its tail
+    shrink_span: bool = True             # content rule: later steps run on a shorter span once its tail
                                          # is all pad (denoise.shrink_lengths); False for A/B measurements
+    fast_steps: bool = True              # the compiled CPU steps / CUDA graphs where they apply; False runs
+                                         # the eager reference loop (A/B measurements)
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .api import DEFAULT_LENGTH, LENGTHS, MAX_CANDIDATES, MAX_SPAN, RULES, CancelledError, CompletionRequest, CompletionResult, Timings
+from .api import DEFAULT_LENGTH, CancelledError, CompletionRequest, CompletionResult, Timings, check_request
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
@@ -122,26 +122,6 @@ class Engine:
         self.cache.clear()
         self.cache.requests = self.cache.reused_tokens = self.cache.encoded_tokens = 0
 
-    def _validate(self, req: CompletionRequest) -> tuple[int, int]:
-        cfg = self.model.cfg
-        L = cfg.span_length if req.span_length is None else req.span_length
-        T = cfg.steps if req.steps is None else req.steps
-        if not 1 <= L <= MAX_SPAN:
-            raise ValueError(f"span_length={L} is out of range; use 1..{MAX_SPAN} (the model was trained with 16-64)")
-        if T < 1:
-            raise ValueError(f"steps={T} must be at least 1")
-        if not 1 <= req.n <= MAX_CANDIDATES:
-            raise ValueError(f"n={req.n} candidates is out of range; use 1..{MAX_CANDIDATES}")
-        if req.mode not in ("diffusion", "ar"):
-            raise ValueError(f"mode={req.mode!r} is unknown; use 'diffusion' or 'ar'")
-        if req.rule not in RULES:
-            raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
-        if req.length not in LENGTHS:
-            raise ValueError(f"length={req.length!r} is unknown; use one of {', '.join(map(repr, LENGTHS))}")
-        if req.temperature < 0 or not 0 < req.top_p <= 1:
-            raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
-        return L, T
-
     def complete(self, req: CompletionRequest) -> CompletionResult:
         with self._lock, torch.inference_mode():
             return self._complete(req)
@@ -149,7 +129,7 @@ class Engine:
     def _complete(self, req: CompletionRequest) -> CompletionResult:
         t_start = time.perf_counter()
         deadline = t_start + req.deadline_ms / 1e3 if req.deadline_ms is not None else None
-        L, T = self._validate(req)
+        L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps)
         if req.cancelled is not None and req.cancelled():
             raise CancelledError("request was cancelled before it started")
         timings = Timings()
@@ -166,7 +146,7 @@ class Engine:
         timings.tokenize_ms = _ms(t0)
 
         t0 = time.perf_counter()
-        compiled = self.compiled if self.compiled is not None and self.compiled.ready else None
+        compiled = self.compiled if self.compiled is not None and self.compiled.ready and req.fast_steps else None
         lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar",
                                     encode=compiled.prefill if compiled else None)
         C = len(ids)
@@ -192,12 +172,13 @@ class Engine:
             # pad stays allowed: after <|eom|> the model was trained to predict it
             banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
-                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.span_cut else (),
+                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
                                 length=req.length)
             # the compiled and captured steps run the default length strategy only
             default_length = req.length == DEFAULT_LENGTH
-            if self.static_denoiser is not None and self.static_denoiser.supports(cfg) and default_length:
-                out = self.static_denoiser.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
+            static = self.static_denoiser if req.fast_steps else None
+            if static is not None and static.supports(cfg) and default_length:
+                out = static.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
                 fused_step = None
                 if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and default_length:

@@ -61,6 +61,9 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
             else:   # the first AR token comes from the context's last hidden state
                 expected["token"] += b.steps_run - 1
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
+    # fast_steps=False: the eager reference loop, the compiled steps untouched
+    slow = fast.complete(CompletionRequest(prefix="y = 1\n" + SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, fast_steps=False))
+    assert calls == expected and slow.steps_run > 0
     # one typed token at a time (the requests above heal, re-encoding two or more)
     with torch.inference_mode():
         kv, scratch = fast.cache.allocate(300), fast.cache.allocate(300)
