@@ -2,6 +2,7 @@
 settings against these without loading a model."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, get_args
 
@@ -52,9 +53,10 @@ class CompletionRequest:
 
 @dataclass
 class Timings:
-    tokenize_ms: float = 0.0
-    context_ms: float = 0.0
-    denoise_ms: float = 0.0
+    """Where one request's time went, in milliseconds."""
+    tokenize_ms: float = 0.0             # windows, token ids, healing
+    context_ms: float = 0.0              # the context's keys/values: the cache's reuse and the prefill
+    denoise_ms: float = 0.0              # the span's steps (or AR's tokens)
     detokenize_ms: float = 0.0
     total_ms: float = 0.0
 
@@ -93,6 +95,15 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
     if req.temperature < 0 or not 0 < req.top_p <= 1:
         raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
     return L, T
+
+
+def begin(req: CompletionRequest) -> tuple[float, float | None]:
+    """(start time, deadline) of a request that is about to run; CancelledError if it was cancelled
+    before any work was done. Times are time.perf_counter() seconds."""
+    start = time.perf_counter()
+    if req.cancelled is not None and req.cancelled():
+        raise CancelledError("request was cancelled before it started")
+    return start, (start + req.deadline_ms / 1e3 if req.deadline_ms is not None else None)
 
 
 class CancelledError(Exception):

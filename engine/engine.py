@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from .api import DEFAULT_LENGTH, CancelledError, CompletionRequest, CompletionResult, Timings, check_request
+from .api import DEFAULT_LENGTH, CompletionRequest, CompletionResult, Timings, begin, check_request
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
@@ -127,11 +127,8 @@ class Engine:
             return self._complete(req)
 
     def _complete(self, req: CompletionRequest) -> CompletionResult:
-        t_start = time.perf_counter()
-        deadline = t_start + req.deadline_ms / 1e3 if req.deadline_ms is not None else None
         L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps)
-        if req.cancelled is not None and req.cancelled():
-            raise CancelledError("request was cancelled before it started")
+        t_start, deadline = begin(req)
         timings = Timings()
         tok, sp = self.tokenizer, self.tokenizer.special
 

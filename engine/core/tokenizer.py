@@ -30,7 +30,7 @@ def _bytes_to_unicode() -> dict[int, str]:
     return dict(zip(bs, map(chr, cs)))
 
 
-_UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
+UNICODE_TO_BYTE = {c: b for b, c in _bytes_to_unicode().items()}
 
 
 @dataclass(frozen=True)
@@ -44,32 +44,16 @@ class SpecialIds:
     middle: int
 
 
-class Tokenizer:
+class BPECodec:
+    """What every tokenizer here shares (the spanfill one below, a public checkpoint's in families/):
+    a `tokenizers` BPE that never matches special tokens in text, and the per-line token-count memo
+    that window cutting (decoding/prompt.py) reads."""
+
     def __init__(self, hf: HFTokenizer):
         self.hf = hf
         self.hf.encode_special_tokens = True
-        ids = {}
-        for name in SPECIAL_TOKENS:
-            tid = hf.token_to_id(name)
-            if tid is None:
-                raise ValueError(f"tokenizer has no special token {name!r}; was it trained by spanfill?")
-            ids[name.strip("<|>")] = tid
-        self.special = SpecialIds(**ids)
         self.vocab_size = hf.get_vocab_size()
         self.line_counts: dict[str, int] = {}   # prompt.py's memo of tokens per line
-        self._token_bytes: list[bytes] = [b""] * self.vocab_size
-        special_ids = set(ids.values())
-        for token, tid in hf.get_vocab().items():
-            if tid in special_ids:
-                continue  # control tokens carry no text
-            self._token_bytes[tid] = bytes(_UNICODE_TO_BYTE[c] for c in token)
-
-    @classmethod
-    def from_file(cls, path: str | Path) -> "Tokenizer":
-        return cls(HFTokenizer.from_file(str(path)))
-
-    def save(self, path: str | Path) -> None:
-        self.hf.save(str(path))
 
     def encode(self, text: str) -> list[int]:
         if not text:
@@ -78,6 +62,31 @@ class Tokenizer:
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+
+
+class Tokenizer(BPECodec):
+    def __init__(self, hf: HFTokenizer):
+        super().__init__(hf)
+        ids = {}
+        for name in SPECIAL_TOKENS:
+            tid = hf.token_to_id(name)
+            if tid is None:
+                raise ValueError(f"tokenizer has no special token {name!r}; was it trained by spanfill?")
+            ids[name.strip("<|>")] = tid
+        self.special = SpecialIds(**ids)
+        self._token_bytes: list[bytes] = [b""] * self.vocab_size
+        special_ids = set(ids.values())
+        for token, tid in hf.get_vocab().items():
+            if tid in special_ids:
+                continue  # control tokens carry no text
+            self._token_bytes[tid] = bytes(UNICODE_TO_BYTE[c] for c in token)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "Tokenizer":
+        return cls(HFTokenizer.from_file(str(path)))
+
+    def save(self, path: str | Path) -> None:
+        self.hf.save(str(path))
 
     def token_bytes(self, tid: int) -> bytes:
         return self._token_bytes[tid]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..api import CancelledError, CompletionRequest, CompletionResult, Timings, check_request
+from ..api import CompletionRequest, CompletionResult, Timings, begin, check_request
 from ..decoding.denoise import DenoiseConfig, StepPlan, apply_commit, choose_commit, pick_tokens
 from ..decoding.prompt import Budget, cut_prefix, cut_suffix
 from .common import Backbone
@@ -139,12 +139,9 @@ class FamilyEngine:
             return self._complete(req)
 
     def _complete(self, req: CompletionRequest) -> CompletionResult:
-        t_start = time.perf_counter()
-        deadline = t_start + req.deadline_ms / 1e3 if req.deadline_ms is not None else None
         L, T = check_request(req, self.family.span_length, self.family.steps, ("diffusion",),
                              f" for {self.family.name}: a bidirectional diffusion model has no causal path")
-        if req.cancelled is not None and req.cancelled():
-            raise CancelledError("request was cancelled before it started")
+        t_start, deadline = begin(req)
         timings = Timings()
         t0 = time.perf_counter()
         prefix, suffix = req.prefix, req.suffix

@@ -22,7 +22,7 @@ from tokenizers.models import BPE
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
 from ..core.checkpoint import CheckpointError
-from ..core.tokenizer import _UNICODE_TO_BYTE
+from ..core.tokenizer import UNICODE_TO_BYTE, BPECodec
 from .common import read_json
 
 
@@ -67,20 +67,17 @@ def _add(hf: HFTokenizer, tokens: dict[str, int], directory: Path) -> None:
                                   f"files but {tid} in added_tokens.json; the tokenizer files disagree")
 
 
-class FamilyTokenizer:
+class FamilyTokenizer(BPECodec):
     def __init__(self, hf: HFTokenizer):
-        self.hf = hf
-        self.hf.encode_special_tokens = True
-        self.vocab_size = hf.get_vocab_size()
-        self.line_counts: dict[str, int] = {}        # prompt.py's memo of tokens per line
+        super().__init__(hf)
         added = {t.content for t in hf.get_added_tokens_decoder().values()}
         self.byte_level = _is_byte_level(hf)
         self._bytes: list[bytes] | None = None
         if self.byte_level:
             table = [b""] * self.vocab_size
             for token, tid in hf.get_vocab().items():
-                if token not in added and tid < self.vocab_size and all(c in _UNICODE_TO_BYTE for c in token):
-                    table[tid] = bytes(_UNICODE_TO_BYTE[c] for c in token)
+                if token not in added and tid < self.vocab_size and all(c in UNICODE_TO_BYTE for c in token):
+                    table[tid] = bytes(UNICODE_TO_BYTE[c] for c in token)
             self._bytes = table
 
     @classmethod
@@ -105,14 +102,6 @@ class FamilyTokenizer:
 
     def token_id(self, token: str) -> int | None:
         return self.hf.token_to_id(token)
-
-    def encode(self, text: str) -> list[int]:
-        if not text:
-            return []
-        return self.hf.encode(text, add_special_tokens=False).ids
-
-    def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
 
     def decode_bytes(self, ids: Iterable[int]) -> bytes:
         if self._bytes is not None:
