@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .samples import Example
+from .samples import Example, ExampleStream
 from ..core.tokenizer import SpecialIds
 
 T_MIN = 1e-3
@@ -109,3 +109,32 @@ def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int)
     ce = F.cross_entropy(span_logits.reshape(-1, V), span_targets.reshape(-1), reduction="none").view_as(span_targets)
     diffusion = ((ce * span_masked).sum(1) / t / L).mean()
     return ar, diffusion
+
+
+class BatchStream:
+    """Training batches of `size` examples at a span length. bucketed=True groups examples whose
+    contexts round up to the same width (context_width_for) and pads each batch only to its own
+    width: most contexts are well short of the budget's (no snippet, a file's first lines), so one
+    fixed width would spend a good part of every step on left padding. Examples wait in their
+    bucket until it is full; those still waiting when a run stops are not trained on (a resumed run
+    draws fresh ones). bucketed=False: consecutive examples, padded to at least min_context_width
+    (one shape per span length for a statically compiled step)."""
+
+    def __init__(self, stream: ExampleStream, size: int, special: SpecialIds, generator: torch.Generator | None = None,
+                 bucketed: bool = True, min_context_width: int = 0):
+        self.stream, self.size, self.special, self.generator = stream, size, special, generator
+        self.bucketed, self.min_context_width = bucketed, min_context_width
+        self.waiting: dict[tuple[int, int], list[Example]] = {}
+
+    def next(self, span_length: int) -> Batch:
+        if not self.bucketed:
+            examples = [self.stream.next(span_length) for _ in range(self.size)]
+            return build_batch(examples, span_length, self.special, self.generator, self.min_context_width)
+        while True:
+            example = self.stream.next(span_length)
+            key = (span_length, context_width_for(len(example.context)))
+            bucket = self.waiting.setdefault(key, [])
+            bucket.append(example)
+            if len(bucket) == self.size:
+                del self.waiting[key]
+                return build_batch(bucket, span_length, self.special, self.generator)

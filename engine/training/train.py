@@ -6,6 +6,11 @@ Resumable: every --save-minutes the model directory (HF layout, loadable by the 
 rewritten atomically together with the optimiser state (safetensors) and the step / data-stream
 state (JSON); running the same command again continues from there. bf16 autocast on CPUs with AMX /
 AVX-512-BF16 and on CUDA. Curves go to OUT/train_log.jsonl, a one-line progress report to stderr.
+
+The step (`TrainStep`: losses, backward, clipping, a fused AdamW update) is compiled with the
+sequence length a symbol, so batches bucketed by context width (objective.BatchStream) each pad
+only to their own width and share one graph; benchmarks/train_throughput.py measures it against
+the fixed-width, statically compiled step and the eager ones.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
 from .samples import ExampleStream
 from ..core.model import SpanfillModel
-from .objective import build_batch, context_width_for, loss_terms
+from .objective import Batch, BatchStream, context_width_for, loss_terms
 from ..decoding.prompt import Budget
 from ..core.tokenizer import train_tokenizer
 
@@ -35,23 +40,62 @@ SPAN_LENGTHS = ((16, 0.25), (32, 0.5), (64, 0.25))
 TOKENIZER_SAMPLE_BYTES = 40_000_000
 
 
-def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1) -> float:
+def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1, progress: float | None = None) -> float:
+    """Linear warm-up over `warmup` steps, then a cosine from peak to floor * peak over the steps up
+    to `total`, or over `progress` (0..1) where a run is scheduled by its wall time."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    if progress is None:
+        progress = (step - warmup) / max(1, total - warmup)
+    progress = min(1.0, progress)
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool):
+def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool, dynamic: bool = False):
     """(tokens, positions, mask, ar_targets, span_targets, span_masked, t, C, L) -> (ar, diffusion).
 
     Compiled, the elementwise work around the matmuls (RMSNorm, RoPE, SwiGLU, casts, softmax) fuses,
-    which on a small CPU is much of a step's time, at one compile per shape."""
+    which on a small CPU is much of a step's time: at one compile per shape, or (dynamic=True) one
+    graph whose batch and sequence sizes are symbols, for batches of varying context width."""
     def loss_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, C: int, L: int):
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
             logits = model.forward_train(tokens, positions, mask)
         return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L)
-    return torch.compile(loss_fn, dynamic=False) if compile_ else loss_fn
+    return torch.compile(loss_fn, dynamic=dynamic) if compile_ else loss_fn
+
+
+def make_optimizer(model: SpanfillModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    # fused: one kernel per parameter group instead of a dozen elementwise ops per tensor
+    fused = device.type in ("cpu", "cuda")
+    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
+
+
+class TrainStep:
+    """One optimiser step of the dense objective over `accum` batches: losses, backward, gradient
+    clipping at 1.0, the update. The one step `spanfill train`, the GPU run and the throughput
+    benchmark all run. compile_: the loss function through torch.compile; dynamic: its graph takes
+    any batch shape (bucketed batches) rather than one graph per shape."""
+
+    def __init__(self, model: SpanfillModel, opt: torch.optim.Optimizer, device: torch.device, amp_dtype,
+                 compile_: bool, dynamic: bool = False):
+        self.model, self.opt, self.device = model, opt, device
+        self.loss_fn = make_loss_fn(model, device, amp_dtype, compile_, dynamic)
+
+    def __call__(self, batches: list[Batch]) -> dict:
+        ar_sum = diff_sum = 0.0
+        tokens = 0
+        for batch in batches:
+            tensors = [x.to(self.device, non_blocking=True) for x in (
+                batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked, batch.t)]
+            ar, diff = self.loss_fn(*tensors, batch.context_width, batch.span_length)
+            ((ar + diff) / len(batches)).backward()
+            ar_sum += ar.item() / len(batches)
+            diff_sum += diff.item() / len(batches)
+            tokens += batch.real_tokens
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0).item()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return {"ar_loss": ar_sum, "diffusion_loss": diff_sum, "grad_norm": grad_norm, "tokens": tokens}
 
 
 def save_train_state(out: Path, opt: torch.optim.Optimizer, state: dict) -> None:
@@ -105,7 +149,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="start a new run from this model directory's weights and tokenizer (fresh optimiser), "
                          "e.g. the shipped model on a machine where its run directory is gone")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
-                    help="torch.compile the training step (one shape per span length)")
+                    help="torch.compile the training step")
+    ap.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True,
+                    help="batch examples by context width, each batch padded to its own width (compiled: one "
+                         "graph with the sizes symbolic); --no-bucket pads every batch to the budget's width")
     args = ap.parse_args(argv)
 
     device = pick_device(args.device)
@@ -132,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     model.train()
     budget = Budget()
     cfg.max_context_tokens = budget.total
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), weight_decay=0.1)
+    opt = make_optimizer(model, args.lr, device)
     stream = ExampleStream(tok, train_files, budget, seed=args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     state = {"step": 0, "tokens": 0, "seconds": 0.0}
@@ -155,9 +202,10 @@ def main(argv: list[str] | None = None) -> None:
         kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
         log_path.write_text("".join(line + "\n" for line in kept))
     log = log_path.open("a")
-    loss_fn = make_loss_fn(model, device, amp_dtype, args.compile)
-    # compiled: pad every batch to the budget's width so each span length is one shape
-    min_width = context_width_for(budget.total) if args.compile else 0
+    step = TrainStep(model, opt, device, amp_dtype, args.compile, dynamic=args.bucket)
+    # unbucketed and compiled: pad every batch to the budget's width so each span length is one shape
+    min_width = context_width_for(budget.total) if args.compile and not args.bucket else 0
+    batches = BatchStream(stream, args.batch, tok.special, gen, args.bucket, min_width)
     start = last_save = time.time()
     seconds_before = state["seconds"]
 
@@ -175,20 +223,8 @@ def main(argv: list[str] | None = None) -> None:
         for group in opt.param_groups:
             group["lr"] = lr
         L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
-        ar_sum = diff_sum = 0.0
-        tokens = 0
-        for _ in range(args.accum):
-            batch = build_batch([stream.next(L) for _ in range(args.batch)], L, tok.special, gen, min_width)
-            tensors = [x.to(device) for x in (batch.tokens, batch.positions, batch.mask, batch.ar_targets,
-                                               batch.span_targets, batch.span_masked, batch.t)]
-            ar, diff = loss_fn(*tensors, batch.context_width, L)
-            ((ar + diff) / args.accum).backward()
-            ar_sum += ar.item() / args.accum
-            diff_sum += diff.item() / args.accum
-            tokens += batch.real_tokens
-        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        result = step([batches.next(L) for _ in range(args.accum)])
+        ar_sum, diff_sum, grad_norm, tokens = (result[k] for k in ("ar_loss", "diffusion_loss", "grad_norm", "tokens"))
         state["step"] += 1
         state["tokens"] += tokens
         dt = time.time() - t0
