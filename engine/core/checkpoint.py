@@ -1,4 +1,6 @@
 """Checkpoints in Hugging Face layout: config.json, model.safetensors, tokenizer.json (+ MODEL_CARD.md).
+The weights may instead be sharded as Hugging Face shards them: model-0000i-of-0000n.safetensors and
+model.safetensors.index.json, whose weight_map names each tensor's file (where files have a size limit).
 
 Only safetensors are read: nothing is unpickled and no remote code runs. Every way a checkpoint can
 be broken (missing directory or file, truncated or corrupt tensors, wrong shapes) raises
@@ -21,28 +23,96 @@ from .tokenizer import Tokenizer
 
 DEFAULT_MODEL_DIR = Path(__file__).parents[1] / "default_model"
 REQUIRED = ("config.json", "model.safetensors", "tokenizer.json")
+INDEX = "model.safetensors.index.json"
 
 
 class CheckpointError(RuntimeError):
     pass
 
 
-def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer) -> None:
-    """Write atomically: into a sibling temp dir, then swap, so a crash never leaves half a checkpoint."""
+def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_bytes: int | None = None,
+               dtype: torch.dtype = torch.float32) -> None:
+    """Write atomically: into a sibling temp dir, then swap, so a crash never leaves half a checkpoint.
+    shard_bytes: write the weights as shards of at most that many bytes each, with their index;
+    dtype: the weights' dtype on disk (the loader casts to the engine's)."""
     directory = Path(directory)
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.cfg.save(tmp)
-    state = {k: v.detach().to(torch.float32).contiguous() for k, v in model.state_dict().items()}
-    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
+    if shard_bytes is None:
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        _save_shards(tmp, state, shard_bytes)
     tok.save(tmp / "tokenizer.json")
     if directory.exists():
         for extra in directory.iterdir():  # keep files others wrote there (model card, train state)
-            if not (tmp / extra.name).exists():
+            if not (tmp / extra.name).exists() and not _is_weights(extra.name):
                 os.replace(extra, tmp / extra.name)
         shutil.rmtree(directory)
     os.replace(tmp, directory)
+
+
+def _is_weights(name: str) -> bool:
+    return name == INDEX or (name.startswith("model") and name.endswith(".safetensors"))
+
+
+# a shard file's bytes beyond its tensors' (the JSON header: names, dtypes, shapes, offsets)
+SHARD_HEADER_BYTES = 64 * 1024
+
+
+def _save_shards(directory: Path, state: dict[str, torch.Tensor], shard_bytes: int) -> None:
+    """Tensors in order into files of at most shard_bytes (header included), and the index."""
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    used = 0
+    for name, tensor in state.items():
+        size = tensor.numel() * tensor.element_size()
+        if size + SHARD_HEADER_BYTES > shard_bytes:
+            raise ValueError(f"tensor {name} ({size} bytes) does not fit a shard of {shard_bytes} bytes; "
+                             "raise the shard size or store a smaller dtype")
+        if used + size + SHARD_HEADER_BYTES > shard_bytes and shards[-1]:
+            shards.append({})
+            used = 0
+        shards[-1][name] = tensor
+        used += size
+    weight_map, total = {}, 0
+    for i, shard in enumerate(shards, 1):
+        name = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(directory / name), metadata={"format": "pt"})
+        weight_map.update(dict.fromkeys(shard, name))
+        total += sum(t.numel() * t.element_size() for t in shard.values())
+    (directory / INDEX).write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+
+
+def weight_files(directory: Path) -> list[str]:
+    """The names of a checkpoint's weight files: model.safetensors, or the index and its shards."""
+    directory = Path(directory)
+    if (directory / "model.safetensors").is_file() or not (directory / INDEX).is_file():
+        return ["model.safetensors"]
+    return [INDEX, *sorted(set(_index(directory).values()))]
+
+
+def _index(directory: Path) -> dict[str, str]:
+    """The index's weight_map (tensor -> shard file); CheckpointError if it is unreadable or names a
+    file outside the directory."""
+    try:
+        weight_map = json.loads((directory / INDEX).read_text())["weight_map"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
+        raise CheckpointError(f"{directory}/{INDEX} is not a safetensors index ({err}); re-export the checkpoint") from err
+    bad = [f for f in set(weight_map.values()) if Path(f).name != f or not f.endswith(".safetensors")]
+    if bad:
+        raise CheckpointError(f"{directory}/{INDEX} names shard files outside the directory: {', '.join(sorted(bad))}")
+    return weight_map
+
+
+def _read_weights(directory: Path) -> dict[str, torch.Tensor]:
+    if (directory / "model.safetensors").is_file() or not (directory / INDEX).is_file():
+        return load_file(str(directory / "model.safetensors"))
+    state: dict[str, torch.Tensor] = {}
+    for shard in sorted(set(_index(directory).values())):
+        state.update(load_file(str(directory / shard)))
+    return state
 
 
 def load_config(directory: Path) -> ModelConfig:
@@ -59,7 +129,7 @@ def load_model(directory: str | Path | None = None, device: str | torch.device =
     if not directory.is_dir():
         raise CheckpointError(f"model directory {directory} does not exist; pass a directory holding "
                               f"{', '.join(REQUIRED)} (or train one with `spanfill train`)")
-    missing = [name for name in REQUIRED if not (directory / name).is_file()]
+    missing = [name for name in ("config.json", *weight_files(directory), "tokenizer.json") if not (directory / name).is_file()]
     if missing:
         raise CheckpointError(f"model directory {directory} lacks {', '.join(missing)}; it is not a complete spanfill checkpoint")
     cfg = load_config(directory)
@@ -68,9 +138,9 @@ def load_model(directory: str | Path | None = None, device: str | torch.device =
     except Exception as err:  # tokenizers raises bare Exceptions for corrupt JSON
         raise CheckpointError(f"{directory}/tokenizer.json cannot be read ({err})") from err
     try:
-        state = load_file(str(directory / "model.safetensors"))
+        state = _read_weights(directory)
     except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{directory}/model.safetensors is truncated or corrupt ({err}); "
+        raise CheckpointError(f"the weights in {directory} ({', '.join(weight_files(directory))}) are truncated or corrupt ({err}); "
                               "restore it from the release or retrain") from err
     model = SpanfillModel(cfg)
     try:

@@ -15,6 +15,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("data"))
     ap.add_argument("sources", nargs="*", type=Path,
                     help="directories to read *.py from (default: this interpreter's stdlib and site-packages)")
+    ap.add_argument("--exclude", type=Path, action="append", default=[], metavar="HELD_OUT_JSONL",
+                    help="another split's held_out.jsonl: its files and their versions stay out of train too")
     ap.add_argument("--count-tokens", type=Path, metavar="TOKENIZER_JSON",
                     help="also count tokens per split with this tokenizer")
     args = ap.parse_args(argv)
@@ -22,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(f"spanfill data: not a directory: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    stats = build(args.out, args.sources or default_sources())
+    exclude = [f for path in args.exclude for f in read_split(path)]
+    stats = build(args.out, args.sources or default_sources(), exclude)
     if args.count_tokens:
         tok = Tokenizer.from_file(args.count_tokens)
         for split, name in (("train", "train.jsonl"), ("held_out", "held_out.jsonl")):

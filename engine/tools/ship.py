@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from ..api import MAX_STEPS
-from ..core.checkpoint import DEFAULT_MODEL_DIR, REQUIRED, load_model
+from ..core.checkpoint import DEFAULT_MODEL_DIR, load_model, weight_files
 from .scoring import decoding_label
 
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         ap.error(f"--steps must be 1 to {MAX_STEPS}, not {args.steps}")
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in REQUIRED:
+    for name in ("config.json", "tokenizer.json", *weight_files(args.run)):
         shutil.copy2(args.run / name, args.out / name)
     shutil.copy2(args.run / "train_log.jsonl", args.out / "train_log.jsonl")
     if args.steps is not None:

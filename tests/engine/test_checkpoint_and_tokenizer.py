@@ -61,6 +61,34 @@ def test_pickle_is_never_loaded(broken):
         load_model(broken)
 
 
+def test_sharded_weights_load_like_one_file(tiny_dir, tmp_path):
+    """Weights written as shards of at most a size, with their index, load into the same model."""
+    import torch
+    from spanfill.engine.core.checkpoint import INDEX, save_model, weight_files
+    model, tok = load_model(tiny_dir)
+    limit = 200_000
+    save_model(tmp_path / "sharded", model, tok, shard_bytes=limit, dtype=torch.bfloat16)
+    files = weight_files(tmp_path / "sharded")
+    shards = [f for f in files if f != INDEX]
+    assert files[0] == INDEX and len(shards) > 1 and not (tmp_path / "sharded" / "model.safetensors").exists()
+    assert all((tmp_path / "sharded" / f).stat().st_size <= limit for f in shards)
+    loaded, _ = load_model(tmp_path / "sharded")
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor.to(torch.bfloat16).float()), name
+    engine = Engine.load(tmp_path / "sharded", device="cpu", dtype="fp32", warmup=False, compile=False)
+    assert engine.info["params"] == model.num_params()
+    (tmp_path / "sharded" / shards[-1]).unlink()
+    with pytest.raises(CheckpointError, match="lacks " + shards[-1]):
+        load_model(tmp_path / "sharded")
+
+
+def test_an_index_naming_files_outside_the_directory_is_refused(broken):
+    (broken / "model.safetensors").unlink()
+    (broken / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"embed.weight": "../model.safetensors"}}))
+    with pytest.raises(CheckpointError, match="outside the directory"):
+        load_model(broken)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_tokenizer_round_trips_any_text(tiny_tok, text):

@@ -42,6 +42,28 @@ def test_corpus_split_is_deterministic_disjoint_and_filtered(tmp_path):
     assert a == b
 
 
+def test_versions_of_held_out_files_stay_out_of_train(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    _make_tree(src, n=120)
+    corpus.build(tmp_path / "first", [src])
+    held = corpus.read_split(tmp_path / "first" / "held_out.jsonl")
+    assert held
+    original = held[0].text
+    # another release of a held-out module, vendored elsewhere: a line edited, a function added
+    vendored = src / "vendor" / "lib"
+    vendored.mkdir(parents=True)
+    (vendored / "copy_of_held.py").write_text(original.replace("import os", "import os, sys") +
+                                              "\n\ndef added_in_this_release(y):\n    return y\n")
+    stats = corpus.build(tmp_path / "second", [src])
+    train = {f.path for f in corpus.read_split(tmp_path / "second" / "train.jsonl")}
+    assert not any(p.endswith("copy_of_held.py") for p in train)
+    assert stats["rejected"]["version of a held-out file"] >= 1
+    assert corpus.read_split(tmp_path / "second" / "held_out.jsonl") == held   # the held-out split is unchanged
+    # the ordinary files, which share a few template lines with each other, all stay
+    assert len(train) == len(corpus.read_split(tmp_path / "first" / "train.jsonl"))
+
+
 @pytest.fixture
 def tiny_data(tmp_path):
     src = tmp_path / "src"
