@@ -4,6 +4,12 @@
     spanfill serve --tcp 127.0.0.1:2087         TCP, for attaching a client by hand
     spanfill serve --model DIR --log-file spanfill.log --log-level debug
 
+oneDNN, which runs bf16 matmuls on the CPU, keeps a compiled primitive for every matmul shape it
+meets, in two caches of 1,024 entries (its own and PyTorch's ideep), each primitive holding its
+JIT code and buffers. Prefill lengths differ from request to request, so over a long session the
+server's memory grew with every new shape (benchmarks/soak.py); `spanfill serve` keeps 64 of each
+unless the environment says otherwise, which holds the span steps' few shapes and recent prefills.
+
 stdout carries the protocol and nothing else: before serving stdio, file descriptor 1 is moved
 aside for the protocol and pointed at stderr, so a stray print (ours, or a library's, even from C)
 lands in the log instead of corrupting the stream. Settings sent by the editor in
@@ -36,6 +42,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+NATIVE_CACHES = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "64", "LRU_CACHE_CAPACITY": "64"}
+
+
+def bound_native_caches(environ=os.environ) -> None:
+    """Cap oneDNN's per-shape caches; before torch is imported, which reads them once."""
+    for name, value in NATIVE_CACHES.items():
+        environ.setdefault(name, value)
+
+
 def configure_logging(log_file: str | None, level: str) -> None:
     handler = logging.FileHandler(log_file) if log_file else logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -62,7 +77,8 @@ def main(argv: list[str]) -> int:
         sys.stderr.write("\n".join(problems) + "\n")
         return 2
     configure_logging(args.log_file, args.log_level)
-    from .lsp import server   # imports torch: after logging is set up
+    bound_native_caches()
+    from .lsp import server   # imports torch: after logging is set up and the caches are capped
 
     server.session.settings = settings
     if args.tcp:
