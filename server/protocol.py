@@ -54,6 +54,8 @@ def valid_id(msg_id: Any) -> bool:
 
 
 class SpanfillProtocol(LanguageServerProtocol):
+    """pygls's LSP protocol without its document store, answering every request (module docstring)."""
+
     # -- documents: the session keeps them ---------------------------------------------------
     # pygls's protocol keeps a copy of every open document; the session keeps them with LSP line
     # semantics and C-speed column conversion (documents.py), so pygls need not keep a second one.
