@@ -168,9 +168,10 @@ def end_position(p_eom: torch.Tensor, estimate: str = "mode") -> torch.Tensor:
 def fix_end(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int,
             estimate: str = "mode") -> None:
     """The `first-step` strategies, in place. logits: [B, L, V]; span/masked: [B, L]. A row at its
-    first step (all masked) commits <|eom|> where its distribution puts it (`end_position`; the pads after it follow
-    through truncate_after_eom); in every row with a committed <|eom|>, the masked positions before
-    it may not propose an end token. Tensor ops, no branch: it compiles and graph-captures."""
+    first step (all masked) commits <|eom|> where its distribution puts it (`end_position`; the pads
+    after it follow through truncate_after_eom); in every row with a committed <|eom|>, the masked
+    positions before it may not propose an end token. Tensor ops, no branch: it compiles and
+    graph-captures."""
     B, L = span.shape
     p_eom = torch.exp(logits[..., eom] - torch.logsumexp(logits, dim=-1))          # [B, L]
     index = torch.arange(L, device=span.device)
@@ -226,7 +227,7 @@ class DenoiseConfig:
     greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
     first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
-    length: str = DEFAULT_LENGTH      # how the middle's end is decided (LENGTHS; the module docstring)
+    length: str = DEFAULT_LENGTH      # how the middle's end is decided (api.LENGTHS; the module docstring)
 
 
 def choose_commit(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -346,7 +347,7 @@ def step_body(model: ModelFamily, span: torch.Tensor, masked: torch.Tensor, cont
     [V] on position 0, a pick per position, then the commit. The one step body: `denoise` runs it
     eagerly, compiled.py through torch.compile, cuda_step.py captured in CUDA graphs. Every position's
     logits, not only the masked ones': no data-dependent shapes, so it compiles and graph-captures.
-    `length` is the length strategy (LENGTHS); the compiled and captured steps run the default."""
+    `length` is the length strategy (api.LENGTHS); the compiled and captured steps run the default."""
     B, L = span.shape
     logits = model.logits(model.span_step(span, context_len, kv, positions, key_mask)).float() + bias   # [B, L, V]
     logits[:, 0] += first_bias
