@@ -347,16 +347,42 @@ def families_section(r: dict, where: str = "") -> list[str]:
     return out[:-1]
 
 
+def length_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/length.py: how each length strategy decides where the middle ends."""
+    order = {"single": 0, "multi": 1}
+    rows = [[x["kind"] + "-line", "AR" if x["mode"] == "ar" else x["length"], x["tasks"], pct(x["shown_exact_match"]),
+             f"{x['shown_edit_similarity']:.3f}", f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})",
+             ms(x["latency_median_ms"])]
+            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["mode"] == "ar"))]
+    return [f"**Length strategies** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}; the default "
+            f"is `{r['default_length']}`): the strategies and AR mode alternating task by task in one process; what "
+            f"an editor shows, and its length beside the reference's:", "",
+            table(["task", "length", "tasks", "exact match (shown)", "edit sim. (shown)", "chars shown (reference)",
+                   "median ms"], rows)]
+
+
+def train_throughput_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/train_throughput.py: training tokens/s and model FLOP utilisation per setting."""
+    rows = [[x["setting"], x["batch"], f"{x['tokens_per_s']:.0f}", f"{100 * x['padding']:.0f}%",
+             f"{100 * x['mfu']:.0f}%", f"{x['speedup_vs_before']:.2f}x"] for x in r["rows"]]
+    peak = ", ".join(f"{k} {v:.2f}" for k, v in r["matmul_peak_tflops"].items())
+    return [f"**Training throughput** ({where}`{r['command']}`; `{r['preset']}` preset, {r['params'] / 1e6:.1f}M "
+            f"parameters, settings alternating in one process): tokens/s and model FLOPs as a share of a plain "
+            f"matmul's rate in the same process (TFLOP/s: {peak}):", "",
+            table(["setting", "batch", "tokens/s", "padding", "of matmul peak", "vs before"], rows)]
+
+
 SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
             ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
             ("replay", replay_section), ("gpu_latency", gpu_section), ("families", families_section),
-            ("families_cuda", families_section))
+            ("families_cuda", families_section), ("length", length_section),
+            ("train_throughput", train_throughput_section))
 
 
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
     reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
-                              "families", "families_cuda")
+                              "families", "families_cuda", "length", "train_throughput")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."
