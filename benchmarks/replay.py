@@ -50,7 +50,8 @@ import common  # noqa: E402
 from common import percentile, write  # noqa: E402
 
 from spanfill.engine import read_split  # noqa: E402
-from spanfill.server.headless import Document, make_client, start, status, stop, wait_until_compiled  # noqa: E402
+from spanfill.server.headless import (ClientDocument, answered_by, make_client, start, status, stop,  # noqa: E402
+                                      wait_until_compiled)
 
 REGIONS_PER_FILE = 3
 BODY_LINES = (3, 8)            # function bodies of about five lines
@@ -132,7 +133,7 @@ def pick(data: Path, files: int, seed: int) -> list[tuple[str, str, list[Region]
 
 
 # -- typing --------------------------------------------------------------------------------------
-def send(client: LanguageClient, doc: Document, at: types.Position, key: int) -> Request:
+def send(client: LanguageClient, doc: ClientDocument, at: types.Position, key: int) -> Request:
     params = doc.inline_params(at, invoked=False)
     sent = time.perf_counter()
     req = Request(key, sent, client.protocol.send_request(types.TEXT_DOCUMENT_INLINE_COMPLETION, params,
@@ -144,6 +145,7 @@ def send(client: LanguageClient, doc: Document, at: types.Position, key: int) ->
             result = fut.result()
             items = getattr(result, "items", result) or []
             req.text = items[0].insert_text if items else ""
+            req.source = answered_by(items)
     req.future.add_done_callback(done)
     return req
 
@@ -154,20 +156,11 @@ def cancel(client: LanguageClient, req: Request) -> None:
         client.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=f"replay-{req.key}"))
 
 
-def cache_answer(text: str, last: tuple[str, str] | None, typed: str) -> bool:
-    """Whether `text` is what the typing-through cache returns: the rest of the newest suggestion
-    `last` = (body typed when it was made, its text) after the characters typed since."""
-    if last is None or not typed.startswith(last[0]):
-        return False
-    since = typed[len(last[0]):]
-    return last[1].startswith(since) and text == last[1][len(since):]
-
-
 async def type_region(client: LanguageClient, run: Replay, uri: str, text: str, region: Region,
                       max_keys: int, interval_s: float) -> None:
     keys = region.keystrokes(text)
     body = text[region.start:region.end]
-    doc = Document(client, uri, text[:region.start] + text[region.end:])
+    doc = ClientDocument(client, uri, text[:region.start] + text[region.end:])
     at = doc.position_at(region.start)
     mine: list[Request] = []
     due = time.perf_counter()
@@ -187,17 +180,10 @@ async def type_region(client: LanguageClient, run: Replay, uri: str, text: str, 
         pass            # what is still unanswered counts as failed
     doc.close()
 
-    last = None         # (body typed then, text) of the suggestion the server's cache holds
     for i, req in enumerate(mine):
-        if req.text is None:
+        if req.text is None or req.cancelled:
             continue
         typed = "".join(keys[:i + 1])
-        from_cache = cache_answer(req.text, last, typed)
-        if not from_cache:          # every engine answer replaces the cached suggestion, an empty one too
-            last = (typed, req.text) if req.text else None
-        if req.cancelled:
-            continue
-        req.source = "cache" if from_cache else "engine"
         if req.text:
             run.next_key_matches += i + 1 < len(keys) and req.text.startswith(keys[i + 1])
             run.whole_correct += body.startswith(req.text, len(typed))

@@ -39,7 +39,7 @@ import replay  # noqa: E402
 from common import percentile, write  # noqa: E402
 
 from spanfill.engine import read_split  # noqa: E402
-from spanfill.server.headless import Document, make_client, start, status, stop, wait_until_compiled  # noqa: E402
+from spanfill.server.headless import ClientDocument, make_client, start, status, stop, wait_until_compiled  # noqa: E402
 
 REQUEST_TIMEOUT_S = 120        # a bound on waiting for one answer in the bounded-resources part
 MAX_KEYS_PER_BODY = 400
@@ -71,7 +71,7 @@ class Soak:
         self.run = replay.Replay()
         self.samples: list[dict] = []
         self.opened = itertools.count()
-        self.churned: list[Document] = []
+        self.churned: list[ClientDocument] = []
         self.t0 = self.last_sample = time.perf_counter()
 
     def bodies(self):
@@ -96,7 +96,7 @@ class Soak:
             await asyncio.sleep(self.args.churn_s)
             for _ in range(self.args.churn_docs):
                 f = next(texts)
-                self.churned.append(Document(self.client, f"file:///soak/open/{next(self.opened)}/{f.path}", f.text))
+                self.churned.append(ClientDocument(self.client, f"file:///soak/open/{next(self.opened)}/{f.path}", f.text))
             while len(self.churned) > self.args.max_open:
                 self.churned.pop(0).close()
 
@@ -143,7 +143,7 @@ def drift(samples: list[dict], warm_s: float) -> dict:
 
 
 # -- bounded resources ---------------------------------------------------------------------------
-async def ask(client, doc: Document, at: types.Position) -> float | None:
+async def ask(client, doc: ClientDocument, at: types.Position) -> float | None:
     """Round trip of one Invoked inline-completion request in ms; None if it got no result."""
     sent = time.perf_counter()
     try:
@@ -159,7 +159,7 @@ async def rss(client) -> float:
     return (await status(client)).resources.rssMb
 
 
-async def case(client, name: str, docs: list[Document], places: list[tuple[Document, types.Position]],
+async def case(client, name: str, docs: list[ClientDocument], places: list[tuple[ClientDocument, types.Position]],
                before: float) -> dict:
     """With `docs` just opened (RSS `before` they were): ask at `places`, then close them. Memory
     with them open, after the requests, and after closing."""
@@ -203,21 +203,21 @@ async def bounded(client, files, args) -> dict:
     print("bounded resources:")
     out = {}
     before = await rss(client)
-    many = [Document(client, f"file:///soak/many/{i}/{files[i % len(files)].path}", texts[i % len(texts)])
+    many = [ClientDocument(client, f"file:///soak/many/{i}/{files[i % len(files)].path}", texts[i % len(texts)])
             for i in range(args.many_docs)]
     places = [(doc, doc.position_at(rng.randint(0, len("\n".join(doc.lines)))))
               for doc in rng.sample(many, min(20, len(many)))]
     out["many_documents"] = await case(client, "many documents", many, places, before)
 
     before = await rss(client)
-    big = Document(client, "file:///soak/big.py", sized(texts, int(args.big_mb * 2**20)))
+    big = ClientDocument(client, "file:///soak/big.py", sized(texts, int(args.big_mb * 2**20)))
     end = big.position_at(len("\n".join(big.lines)))
     middle = big.insert(big.position_at(len("\n".join(big.lines)) // 2), "\nresult = ")
     out["big_document"] = await case(client, "large document", [big],
                                      [(big, types.Position(0, 0)), (big, middle), (big, end)], before)
 
     before = await rss(client)
-    line = Document(client, "file:///soak/line.py", one_line(int(args.line_mb * 2**20)))
+    line = ClientDocument(client, "file:///soak/line.py", one_line(int(args.line_mb * 2**20)))
     width = len(line.lines[0])
     at_end = line.insert(types.Position(0, width), ", x")
     out["single_line"] = await case(client, "single line", [line],

@@ -185,15 +185,17 @@ async def suggest(session: Session, query: Query) -> Answer | None:
     return Answer(texts, at.range, [stats.issue_id() for _ in texts], from_cache)
 
 
-def _accept_command(sid: str) -> types.Command:
-    return types.Command(title="spanfill: suggestion accepted", command="spanfill.accept", arguments=[sid])
+def _accept_command(sid: str, from_cache: bool) -> types.Command:
+    """What accepting an item runs: arguments[0] its id for feedback, arguments[1] who answered."""
+    return types.Command(title="spanfill: suggestion accepted", command="spanfill.accept",
+                         arguments=[sid, {"source": "cache" if from_cache else "engine"}])
 
 
 def inline_items(answer: Answer | None) -> types.InlineCompletionList:
     if answer is None:
         return types.InlineCompletionList(items=[])
     return types.InlineCompletionList(items=[
-        types.InlineCompletionItem(insert_text=text, range=answer.range, command=_accept_command(sid))
+        types.InlineCompletionItem(insert_text=text, range=answer.range, command=_accept_command(sid, answer.from_cache))
         for text, sid in zip(answer.texts, answer.ids)])
 
 
@@ -208,5 +210,6 @@ def completion_items(answer: Answer | None) -> types.CompletionList:
             items.append(types.CompletionItem(
                 label=line.strip(), kind=types.CompletionItemKind.Text, detail="spanfill", sort_text="0",
                 filter_text=line.strip(), insert_text_format=types.InsertTextFormat.PlainText,
-                text_edit=types.TextEdit(range=answer.range, new_text=line), command=_accept_command(sid)))
+                text_edit=types.TextEdit(range=answer.range, new_text=line),
+                command=_accept_command(sid, answer.from_cache)))
     return types.CompletionList(is_incomplete=True, items=items)

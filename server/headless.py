@@ -79,11 +79,24 @@ async def stop(client: LanguageClient) -> None:
     await client.stop()
 
 
+def answered_by(items) -> str:
+    """Who answered an inline completion, as the server reports it in each item's command
+    (`arguments[1]["source"]`): "cache" (the typing-through cache) or "engine"; an empty answer is the engine's."""
+    for item in items:
+        args = item.command.arguments if item.command is not None else None
+        if args and len(args) > 1:
+            info = args[1]
+            source = info.get("source") if isinstance(info, dict) else getattr(info, "source", None)
+            if source:
+                return source
+    return "engine"
+
+
 def utf16_len(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-class Document:
+class ClientDocument:
     """One open document as the editor keeps it: its lines, a version, incremental edits.
     Positions are LSP positions (UTF-16 columns, the protocol's default encoding)."""
 

@@ -10,7 +10,8 @@ Protocol surface:
                                      {uri, version, length (code points), sha256 (of its UTF-8)},
                                      or null; for checking that a client's edits landed as meant
   spanfill/accepted, spanfill/rejected (notifications, params {"id": ...})   feedback statistics;
-                                     the id is `command.arguments[0]` of the item shown
+                                     the id is `command.arguments[0]` of the item shown;
+                                     `command.arguments[1]` is {"source": "engine" | "cache"}
   workspace/executeCommand spanfill.accept   what accepting an item runs (VS Code forwards it)
 
 Every request is answered exactly once, malformed ones included (protocol.py says how).
@@ -236,7 +237,7 @@ def on_rejected(ls: SpanfillServer, params) -> None:
 
 
 @server.command(ACCEPT_COMMAND)
-def on_accept_command(ls: SpanfillServer, sid: str) -> None:
+def on_accept_command(ls: SpanfillServer, sid: str, *_) -> None:
     if not ls.session.stats.feedback(sid, accepted=True):
         log.warning("accept for unknown suggestion id %r ignored", sid)
 

@@ -46,7 +46,6 @@ class LoadArgs:
 class Ticket:
     uri: str
     flag: threading.Event = field(default_factory=threading.Event)
-    superseded: bool = False          # cancelled by a newer request rather than by the client
 
     def cancelled(self) -> bool:
         return self.flag.is_set()
@@ -141,7 +140,6 @@ class Scheduler:
     def begin(self, uri: str) -> Ticket:
         previous = self._latest.get(uri)
         if previous is not None:
-            previous.superseded = True
             previous.flag.set()
         ticket = self._latest[uri] = Ticket(uri)
         return ticket

@@ -46,14 +46,6 @@ def test_bodies_skip_the_docstring_and_enter_brings_the_indentation():
     assert "".join(first.keystrokes(SOURCE)) == SOURCE[first.start:first.end]
 
 
-def test_a_cache_answer_is_the_rest_of_the_last_suggestion():
-    last = ("x = ", "compute(a)")
-    assert replay.cache_answer("pute(a)", last, "x = com")
-    assert not replay.cache_answer("pute(b)", last, "x = com")      # the engine said something else
-    assert not replay.cache_answer("ute(a)", last, "x = cop")       # typed away from the suggestion
-    assert not replay.cache_answer("compute(a)", None, "x = ")
-
-
 def test_a_short_replay_adds_up(tiny_model, tmp_path, monkeypatch, capsys):
     data = tmp_path / "data"
     data.mkdir()

@@ -12,6 +12,7 @@ from pygls.exceptions import JsonRpcException
 from pytest_lsp import LanguageClient
 
 from spanfill.engine import TORCH_DEFAULT_THREADS
+from spanfill.server.headless import answered_by
 
 from lsp_helpers import CONFIG, first_suggestion, inline, inline_params, insert, open_doc, start, status, utf16_len
 
@@ -78,6 +79,7 @@ async def test_typing_through_a_suggestion_is_served_from_the_cache(client: Lang
     assert result.items[0].range == types.Range(at, at)
     assert after.engineCalls == before.engineCalls              # the engine was not called
     assert after.cacheHits == before.cacheHits + 1
+    assert answered_by(result.items) == "cache"                 # and the answer says so
 
 
 async def test_burst_of_50_requests_with_cancellations(client: LanguageClient):

@@ -64,7 +64,7 @@ async def test_completion_in_a_function_body_has_the_cursor_range(setup):
     assert request.prefix.endswith("def add(a, b):\n    ") and request.suffix.startswith("\n\n\nprint")
     assert request.cut is False and request.n == 1 and request.temperature == 0.0
     item = inline_items(answer).items[0]
-    assert item.insert_text == "return a + b" and item.command.arguments == answer.ids
+    assert item.insert_text == "return a + b" and item.command.arguments == [answer.ids[0], {"source": "engine"}]
 
 
 async def test_invoked_asks_for_several_sampled_candidates(make_session):

@@ -2,7 +2,7 @@
 of the text kept in step with them."""
 from lsprotocol import types
 
-from spanfill.server.headless import Document
+from spanfill.server.headless import ClientDocument
 
 
 class RecordingClient:
@@ -18,7 +18,7 @@ class RecordingClient:
 
 def test_insert_counts_utf16_columns_and_follows_newlines():
     client = RecordingClient()
-    doc = Document(client, "file:///x.py", "s = '😀'\nend")
+    doc = ClientDocument(client, "file:///x.py", "s = '😀'\nend")
     at = doc.position_at(len("s = '😀"))
     assert at == types.Position(0, 7)                       # the emoji is two UTF-16 units
     at = doc.insert(at, "é")
