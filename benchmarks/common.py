@@ -5,6 +5,7 @@ import json
 import os
 import platform
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -40,6 +41,27 @@ def add_task_args(ap) -> None:
     ap.add_argument("--single", type=int, default=300)
     ap.add_argument("--multi", type=int, default=150)
     ap.add_argument("--steps", type=int, default=4)
+
+
+def add_server_args(ap) -> None:
+    """The arguments of a benchmark that types held-out code into `spanfill serve` (replay, soak)."""
+    ap.add_argument("--model", help="model directory passed to the server (default: the shipped model)")
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda (default: auto)")
+    ap.add_argument("--data", type=Path, default=Path("data"), help="`spanfill data` output with held_out.jsonl")
+    ap.add_argument("--interval-ms", type=float, default=60.0, help="time between keystrokes (default: 60)")
+
+
+def parse_server_run(parse_args, argv, name: str):
+    """(args, the held-out split's path) for a benchmark that types into the server; the path is None,
+    after saying how to make it, where `spanfill data` has not been run."""
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    args.argv = argv
+    held_out = args.data / "held_out.jsonl"
+    if not held_out.is_file():
+        sys.stderr.write(f"{name}: {held_out} does not exist; run `spanfill data --out {args.data}` or pass --data DIR\n")
+        return args, None
+    return args, held_out
 
 
 def compiled_step(engine, span, context_len: int, kv):

@@ -193,11 +193,8 @@ async def type_region(client: LanguageClient, run: Replay, uri: str, text: str, 
 # -- the run -------------------------------------------------------------------------------------
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", help="model directory passed to the server (default: the shipped model)")
-    ap.add_argument("--device", default="auto", help="auto, cpu, cuda (default: auto)")
-    ap.add_argument("--data", type=Path, default=Path("data"), help="`spanfill data` output with held_out.jsonl")
+    common.add_server_args(ap)
     ap.add_argument("--files", type=int, default=3, help="held-out files to type into (default: 3)")
-    ap.add_argument("--interval-ms", type=float, default=60.0, help="time between keystrokes (default: 60)")
     ap.add_argument("--max-keys", type=int, default=800, help="keystrokes in the whole run (default: 800)")
     ap.add_argument("--seed", type=int, default=0, help="which files and bodies (default: 0)")
     ap.add_argument("--threads", type=int, help="the server's CPU threads (default: the server's choice)")
@@ -375,12 +372,8 @@ async def replay(args, chosen) -> tuple[Replay, dict] | None:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    args.argv = argv
-    held_out = args.data / "held_out.jsonl"
-    if not held_out.is_file():
-        sys.stderr.write(f"replay: {held_out} does not exist; run `spanfill data --out {args.data}` or pass --data DIR\n")
+    args, held_out = common.parse_server_run(parse_args, argv, "replay")
+    if held_out is None:
         return 2
     chosen = pick(args.data, args.files, args.seed)
     if not chosen:

@@ -47,11 +47,8 @@ MAX_KEYS_PER_BODY = 400
 
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", help="model directory passed to the server (default: the shipped model)")
-    ap.add_argument("--device", default="auto", help="auto, cpu, cuda (default: auto)")
-    ap.add_argument("--data", type=Path, default=Path("data"), help="`spanfill data` output with held_out.jsonl")
+    common.add_server_args(ap)
     ap.add_argument("--minutes", type=float, default=30.0, help="typing time (default: 30)")
-    ap.add_argument("--interval-ms", type=float, default=60.0, help="time between keystrokes (default: 60)")
     ap.add_argument("--sample-s", type=float, default=30.0, help="seconds between samples (default: 30)")
     ap.add_argument("--churn-s", type=float, default=10.0, help="seconds between document churns (default: 10)")
     ap.add_argument("--churn-docs", type=int, default=20, help="documents opened per churn (default: 20)")
@@ -325,12 +322,8 @@ def plot(result: dict, path: Path) -> None:
 
 
 def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    args.argv = argv
-    held_out = args.data / "held_out.jsonl"
-    if not held_out.is_file():
-        sys.stderr.write(f"soak: {held_out} does not exist; run `spanfill data --out {args.data}` or pass --data DIR\n")
+    args, held_out = common.parse_server_run(parse_args, argv, "soak")
+    if held_out is None:
         return 2
     files = sorted((f for f in read_split(held_out) if f.path.endswith(".py") and "\r" not in f.text),
                    key=lambda f: f.path)
