@@ -75,20 +75,6 @@ class SpanfillProtocol(LanguageServerProtocol):
     def lsp_text_document__did_close(self, params):
         yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CLOSE, params)
 
-    # -- no future kept past its handler -----------------------------------------------------
-    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
-        """pygls files the future of every coroutine or generator handler under its message id,
-        so `$/cancelRequest` can find it, and takes it out only when it answers a request: the
-        futures of notifications (didChange is a generator handler) and of a generator's steps
-        stayed for good, about a kilobyte per keystroke. Each is taken out once done."""
-        super()._execute_handler(msg_id, handler, callback, args, kwargs)
-        if (future := self._request_futures.get(msg_id)) is not None:
-            future.add_done_callback(lambda _: self._forget_future(msg_id, future))
-
-    def _forget_future(self, msg_id, future) -> None:
-        if self._request_futures.get(msg_id) is future:    # not a later request that reused the id
-            del self._request_futures[msg_id]
-
     # -- every request answered --------------------------------------------------------------
     def structure_message(self, data: dict):
         """`json.loads`'s object hook, called for every object of a body, innermost first; the one
