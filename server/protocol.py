@@ -53,6 +53,15 @@ def valid_id(msg_id: Any) -> bool:
     return isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
 
 
+class FutureTable(dict):
+    """pygls's table of handler futures, whose `items()` is a snapshot: pygls's shutdown cancels
+    every future while iterating over the table, and a cancelled future's done callback
+    (`_forget_future`) takes it out of the table at once."""
+
+    def items(self):
+        return list(super().items())
+
+
 class SpanfillProtocol(LanguageServerProtocol):
     """pygls's LSP protocol without its document store, answering every request (module docstring)."""
 
@@ -74,6 +83,24 @@ class SpanfillProtocol(LanguageServerProtocol):
     @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
     def lsp_text_document__did_close(self, params):
         yield from self._user_handler_only(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+    # -- no future kept past its handler -----------------------------------------------------
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._request_futures = FutureTable(self._request_futures)
+
+    def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
+        """pygls files the future of every coroutine or generator handler under its message id,
+        so `$/cancelRequest` can find it, and takes it out only when it answers a request: the
+        futures of notifications (didChange is a generator handler) and of a generator's steps
+        stayed for good, about a kilobyte per keystroke. Each is taken out once done."""
+        super()._execute_handler(msg_id, handler, callback, args, kwargs)
+        if (future := self._request_futures.get(msg_id)) is not None:
+            future.add_done_callback(lambda _: self._forget_future(msg_id, future))
+
+    def _forget_future(self, msg_id, future) -> None:
+        if self._request_futures.get(msg_id) is future:    # not a later request that reused the id
+            del self._request_futures[msg_id]
 
     # -- every request answered --------------------------------------------------------------
     def structure_message(self, data: dict):
