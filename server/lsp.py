@@ -50,6 +50,7 @@ class SpanfillServer(LanguageServer):
         self._progress_ids = itertools.count(1)
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
         self.session.scheduler.on_failure = self.report_engine_failure
+        self.session.on_notice = self.warn_user
 
     def report_engine_failure(self, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
@@ -73,6 +74,12 @@ class SpanfillServer(LanguageServer):
         for problem in problems:
             self.warn_user(problem)
         return previous
+
+    def check_context_budget(self) -> None:
+        """Tell the user when the model or the settings have just cut maxContextTokens, rather
+        than at the next completion."""
+        if (engine := self.session.scheduler.engine) is not None:
+            self.session.context_tokens(engine)
 
     def client_supports(self, *path: str) -> bool:
         node = self.client_capabilities
@@ -118,6 +125,7 @@ class SpanfillServer(LanguageServer):
                                                             device=old.device, dtype=old.dtype, threads=old.threads)
         if token:
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
+        self.check_context_budget()
 
     async def enable_fallback(self, dynamic: bool) -> None:
         """Serve textDocument/completion: advertised at initialize, or registered later if the
@@ -172,6 +180,8 @@ async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurat
         await ls.enable_fallback(dynamic=True)
     if ls.session.settings.engine_key != previous.engine_key:
         await ls.load_engine()
+    else:
+        ls.check_context_budget()
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)

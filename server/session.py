@@ -3,6 +3,8 @@ typing-through cache, the context builder and statistics. Plain Python, no pygls
 completion pipeline can be driven without a client."""
 from __future__ import annotations
 
+from typing import Callable
+
 from spanfill.engine import Budget, Engine
 
 from .cache import TypingCache
@@ -20,13 +22,37 @@ class Session:
         self.scheduler = Scheduler()
         self.cache = TypingCache()
         self.stats = Stats()
+        self.on_notice: Callable[[str], None] | None = None   # tells the user (the server shows it)
         self._builder: tuple[tuple, ContextBuilder] | None = None
+        self._told_cut: tuple[int, int] | None = None          # (asked, used) of the last cut told
+
+    def context_tokens(self, engine: Engine) -> int | None:
+        """`max_context_tokens`, cut to what `engine` holds beside the span (the engine refuses a
+        longer context, so a larger setting would answer nothing); None = the model's own budget.
+        A cut is told once, and again when a model or setting changes it."""
+        asked = self.settings.max_context_tokens
+        if asked is None:
+            return None
+        info = engine.info
+        span = self.settings.span_length or info["span_length"]
+        room = info["max_positions"] - span
+        if asked <= room:
+            self._told_cut = None
+            return asked
+        if self._told_cut != (asked, room):
+            self._told_cut = asked, room
+            if self.on_notice is not None:
+                self.on_notice(f"spanfill: maxContextTokens={asked} is more than {info['model']} can take: "
+                               f"{info['max_positions']} positions, {span} of them for the span; using "
+                               f"{room}. Set maxContextTokens to {room} or less, or null for the model's budget")
+        return room
 
     def context_builder(self, engine: Engine) -> ContextBuilder:
         """One builder per (engine, budget settings), so window hysteresis survives between requests."""
-        key = (id(engine), self.settings.max_context_tokens, self.settings.snippet_files)
+        s = self.settings
+        key = (id(engine), s.max_context_tokens, s.span_length, s.snippet_files)
         if self._builder is None or self._builder[0] != key:
-            total = self.settings.max_context_tokens
+            total = self.context_tokens(engine)
             mine = Budget.scaled(total) if total else engine.budget
             snippet_tokens = engine.budget.snippet_tokens   # the engine cuts snippets to this
             self._builder = key, ContextBuilder(engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens,
