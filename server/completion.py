@@ -158,6 +158,20 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
 
 
 async def suggest(session: Session, query: Query) -> Answer | None:
+    """The answer to `query`, or None for nothing to show. A stage that raises (the windows, the
+    cache, post-processing) is counted in `stats.errors`, logged with its traceback, and answered
+    with nothing, as a refused or failed engine call is: the editor asks again at the next
+    keystroke, and an error response would reach the user on every one. An engine that raises while
+    completing is the scheduler's to report and reload (EngineFailed, counted in `_from_engine`)."""
+    try:
+        return await _suggest(session, query)
+    except Exception:
+        session.stats.errors += 1
+        log.exception("no completion for %s: the request failed", query.uri)
+        return None
+
+
+async def _suggest(session: Session, query: Query) -> Answer | None:
     started = time.perf_counter()
     stats = session.stats
     stats.requests += 1
