@@ -26,6 +26,9 @@ class ModelConfig:
     span_length: int = 32          # default L used by the engine when a request does not say
     steps: int = 4                 # default T
     max_context_tokens: int = 448  # context budget the model was trained with
+    # the length head's classes (0 = no head): the middle's token count 0..K-2, and K-1 for "K-1 or
+    # more", read at <|middle|> before the span is decoded (the `head` length strategy)
+    length_classes: int = 0
     special_tokens: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @property

@@ -82,6 +82,8 @@ class SpanfillModel(nn.Module):
         self.norm = nn.RMSNorm(cfg.dim, eps=cfg.norm_eps)
         # the vocabulary projection, when it is not the tied embedding's fp32 matmul (quantize.py)
         self.head: nn.Module | None = None
+        # the middle's length in tokens, predicted from <|middle|>'s hidden state (config.length_classes)
+        self.length_head = nn.Linear(cfg.dim, cfg.length_classes, bias=True) if cfg.length_classes else None
         cos, sin = rope_tables(cfg)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
@@ -106,6 +108,12 @@ class SpanfillModel(nn.Module):
             return self.head(self.norm(h))
         return F.linear(self.norm(h), self.embed.weight)
 
+    def length_logits(self, h: torch.Tensor) -> torch.Tensor:
+        """h: [B, D] hidden state at <|middle|> -> [B, K] logits over the middle's token count."""
+        if self.length_head is None:
+            raise ValueError("this model has no length head (config.length_classes = 0)")
+        return self.length_head(self.norm(h))
+
     def allocate_kv(self, capacity: int, batch: int = 1) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The one KV allocator: per layer a (keys, values) pair, each [batch, H, capacity, Dh], zeroed,
         in the weights' dtype and device (the context cache, the compiled steps' scratch and the CUDA
@@ -125,14 +133,19 @@ class SpanfillModel(nn.Module):
         return x
 
     # ---- training ------------------------------------------------------------------------------
-    def forward_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V]."""
+    def forward_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                      length_at: int | None = None):
+        """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V];
+        with length_at (the index of <|middle|>), also the length head's logits there [B, K]."""
         x = self.embed(tokens)
         cos, sin = self._rope(positions, x.dtype)
 
         def attend(i, q, k, v):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        return self.logits(self.blocks(x, cos, sin, attend))
+        h = self.blocks(x, cos, sin, attend)
+        if length_at is None:
+            return self.logits(h)
+        return self.logits(h), self.length_logits(h[:, length_at])
 
     # ---- inference -----------------------------------------------------------------------------
     def encode_context(self, tokens: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:

@@ -8,6 +8,11 @@ Each sequence is laid out, left-padded to a fixed context width C, as
 The noised span reuses the position ids of the clean middle, attends to itself and to the context up
 to <|middle|>, and never to the clean middle. Its loss is the masked-diffusion (MDLM / LLaDA) bound:
 cross-entropy on masked positions weighted by 1/t, t ~ U(0, 1) per sequence.
+
+A model with a length head (config.length_classes) also learns the middle's token count from the
+hidden state at <|middle|>, before any span token is seen. A middle cut off by the span (no
+<|eom|> within L) only says "at least L": its loss is the head's probability of every count >= L
+(a censored observation), so mixing span lengths never teaches a wrong count.
 """
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ class Batch:
     span_targets: torch.Tensor # [B, L] clean span (middle + eom + pad)
     span_masked: torch.Tensor  # [B, L] bool: positions replaced by <|mask|>
     t: torch.Tensor            # [B] realised masking rate of the span
+    length_lo: torch.Tensor    # [B] the middle's token count, or L when the span cuts it off
+    length_censored: torch.Tensor  # [B] bool: cut off, the count is length_lo or more
     span_length: int
     context_width: int
 
@@ -58,6 +65,8 @@ def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
     ar_targets = torch.full((B, S), -100, dtype=torch.long)
     span_targets = torch.full((B, L), special.pad, dtype=torch.long)
     starts = torch.empty(B, dtype=torch.long)
+    length_lo = torch.tensor([e.target[:L].index(special.eom) if special.eom in e.target[:L] else L for e in examples])
+    length_censored = torch.tensor([special.eom not in e.target[:L] for e in examples])
     for b, ex in enumerate(examples):
         start = C - len(ex.context)
         starts[b] = start
@@ -91,16 +100,30 @@ def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
     mask = torch.where(span_rows[None, :, None], span_allowed[:, None, :], mask)
     # left-pad rows attend to themselves only, so no row is fully masked (avoids NaN in softmax)
     mask |= torch.eye(S, dtype=torch.bool)[None]
-    return Batch(tokens, positions, mask[:, None], ar_targets, span_targets, span_masked, t, L, C)
+    return Batch(tokens, positions, mask[:, None], ar_targets, span_targets, span_masked, t,
+                 length_lo, length_censored, L, C)
 
 
-def losses(logits: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Returns (ar_loss, diffusion_loss); logits: [B, S, V]."""
+def losses(logits: torch.Tensor, batch: Batch, length_logits: torch.Tensor | None = None):
+    """Returns (ar_loss, diffusion_loss, length_loss); logits: [B, S, V]; length_logits [B, K] or None
+    (then the length loss is 0)."""
     return loss_terms(logits, batch.ar_targets, batch.span_targets, batch.span_masked, batch.t,
-                      batch.context_width, batch.span_length)
+                      batch.context_width, batch.span_length, length_logits, batch.length_lo, batch.length_censored)
 
 
-def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int):
+def length_loss(length_logits: torch.Tensor, lo: torch.Tensor, censored: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the length head [B, K]: -log p(count) for a middle that ends in the span,
+    -log p(count >= lo) for one the span cut off (counts past K-1 are class K-1)."""
+    K = length_logits.shape[-1]
+    logits = length_logits.float()
+    k = torch.arange(K, device=logits.device)
+    lo = lo.clamp(max=K - 1)[:, None]
+    hit = torch.where(censored[:, None], k >= lo, k == lo)                    # [B, K]
+    return (logits.logsumexp(-1) - logits.masked_fill(~hit, float("-inf")).logsumexp(-1)).mean()
+
+
+def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int,
+               length_logits=None, length_lo=None, length_censored=None):
     """`losses` over plain tensors (the form torch.compile traces)."""
     V = logits.shape[-1]
     causal_logits = logits[:, :C + L].float()
@@ -108,7 +131,9 @@ def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int)
     span_logits = logits[:, C + L:].float()                                 # [B, L, V]
     ce = F.cross_entropy(span_logits.reshape(-1, V), span_targets.reshape(-1), reduction="none").view_as(span_targets)
     diffusion = ((ce * span_masked).sum(1) / t / L).mean()
-    return ar, diffusion
+    if length_logits is None:
+        return ar, diffusion, torch.zeros((), device=logits.device)
+    return ar, diffusion, length_loss(length_logits, length_lo, length_censored)
 
 
 class BatchStream:

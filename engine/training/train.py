@@ -15,6 +15,7 @@ the fixed-width, statically compiled step and the eager ones.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import random
@@ -37,6 +38,9 @@ from ..decoding.prompt import Budget
 from ..core.tokenizer import train_tokenizer
 
 SPAN_LENGTHS = ((16, 0.25), (32, 0.5), (64, 0.25))
+# the length head's share of the loss: its cross-entropy is a few nats against the body's ~4, and
+# its gradient reaches every layer through one position per sequence
+LENGTH_WEIGHT = 0.1
 TOKENIZER_SAMPLE_BYTES = 40_000_000
 
 
@@ -52,15 +56,20 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1, p
 
 
 def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool, dynamic: bool = False):
-    """(tokens, positions, mask, ar_targets, span_targets, span_masked, t, C, L) -> (ar, diffusion).
+    """(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored, C, L)
+    -> (ar, diffusion, length); length is 0 for a model without a length head.
 
     Compiled, the elementwise work around the matmuls (RMSNorm, RoPE, SwiGLU, casts, softmax) fuses,
     which on a small CPU is much of a step's time: at one compile per shape, or (dynamic=True) one
     graph whose batch and sequence sizes are symbols, for batches of varying context width."""
-    def loss_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, C: int, L: int):
+    def loss_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored,
+                C: int, L: int):
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            logits = model.forward_train(tokens, positions, mask)
-        return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L)
+            if model.length_head is None:
+                logits, length_logits = model.forward_train(tokens, positions, mask), None
+            else:   # the context ends at <|middle|>, index C - 1 (left-padded to width C)
+                logits, length_logits = model.forward_train(tokens, positions, mask, length_at=C - 1)
+        return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L, length_logits, length_lo, length_censored)
     return torch.compile(loss_fn, dynamic=dynamic) if compile_ else loss_fn
 
 
@@ -82,20 +91,23 @@ class TrainStep:
         self.loss_fn = make_loss_fn(model, device, amp_dtype, compile_, dynamic)
 
     def __call__(self, batches: list[Batch]) -> dict:
-        ar_sum = diff_sum = 0.0
+        ar_sum = diff_sum = length_sum = 0.0
         tokens = 0
         for batch in batches:
             tensors = [x.to(self.device, non_blocking=True) for x in (
-                batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked, batch.t)]
-            ar, diff = self.loss_fn(*tensors, batch.context_width, batch.span_length)
-            ((ar + diff) / len(batches)).backward()
+                batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked,
+                batch.t, batch.length_lo, batch.length_censored)]
+            ar, diff, length = self.loss_fn(*tensors, batch.context_width, batch.span_length)
+            ((ar + diff + LENGTH_WEIGHT * length) / len(batches)).backward()
             ar_sum += ar.item() / len(batches)
             diff_sum += diff.item() / len(batches)
+            length_sum += length.item() / len(batches)
             tokens += batch.real_tokens
         grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0).item()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
-        return {"ar_loss": ar_sum, "diffusion_loss": diff_sum, "grad_norm": grad_norm, "tokens": tokens}
+        return {"ar_loss": ar_sum, "diffusion_loss": diff_sum, "length_loss": length_sum, "grad_norm": grad_norm,
+                "tokens": tokens}
 
 
 def save_train_state(out: Path, opt: torch.optim.Optimizer, state: dict) -> None:
@@ -148,6 +160,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--init", type=Path, default=None,
                     help="start a new run from this model directory's weights and tokenizer (fresh optimiser), "
                          "e.g. the shipped model on a machine where its run directory is gone")
+    ap.add_argument("--length-classes", type=int, default=None,
+                    help="give the model a length head of this many classes (config.length_classes; a new "
+                         "run's preset or an --init model without one); 0 = none")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                     help="torch.compile the training step")
     ap.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True,
@@ -166,9 +181,14 @@ def main(argv: list[str] | None = None) -> None:
         model, tok = load_model(args.init, device=device, dtype=torch.float32)
         cfg = model.cfg
         out.mkdir(parents=True, exist_ok=True)
+        if args.length_classes and model.length_head is None:
+            cfg.length_classes = args.length_classes
+            model.length_head = SpanfillModel(cfg).length_head.to(device)
         print(f"initialised from {args.init} ({model.num_params() / 1e6:.1f}M params)", file=sys.stderr)
     else:
-        cfg = PRESETS[args.preset]
+        cfg = dataclasses.replace(PRESETS[args.preset])
+        if args.length_classes is not None:
+            cfg.length_classes = args.length_classes
         out.mkdir(parents=True, exist_ok=True)
         t0 = time.time()
         tok = train_tokenizer(tokenizer_texts(train_files), cfg.vocab_size)
@@ -188,7 +208,8 @@ def main(argv: list[str] | None = None) -> None:
         shipped_log = (args.init / "train_log.jsonl").read_text()
         (out / "train_log.jsonl").write_text(shipped_log)
         last = json.loads(shipped_log.splitlines()[-1])
-        state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"])
+        # this run's schedule (warm-up, cosine over --total-steps) starts at the shipped run's last step
+        state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"], schedule_start=last["step"])
         stream.rng.seed(args.seed + last["step"])
         gen.manual_seed(args.seed + last["step"])
     if (out / "train_state.json").exists():
@@ -217,9 +238,10 @@ def main(argv: list[str] | None = None) -> None:
 
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))   # save, then exit
-    while state["step"] < args.total_steps and not stop:
+    first = state.get("schedule_start", 0)
+    while state["step"] - first < args.total_steps and not stop:
         t0 = time.time()
-        lr = lr_at(state["step"], args.total_steps, args.lr, args.warmup)
+        lr = lr_at(state["step"] - first, args.total_steps, args.lr, args.warmup)
         for group in opt.param_groups:
             group["lr"] = lr
         L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
@@ -229,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
         state["tokens"] += tokens
         dt = time.time() - t0
         record = {"step": state["step"], "tokens": state["tokens"], "ar_loss": round(ar_sum, 4),
-                  "diffusion_loss": round(diff_sum, 4), "lr": lr, "grad_norm": round(grad_norm, 3),
+                  "diffusion_loss": round(diff_sum, 4), "length_loss": round(result["length_loss"], 4), "lr": lr, "grad_norm": round(grad_norm, 3),
                   "span_length": L, "tokens_per_s": round(tokens / dt), "time": round(seconds_before + time.time() - start, 1)}
         log.write(json.dumps(record) + "\n")
         log.flush()

@@ -1,5 +1,7 @@
 """Corpus split, the training objective and resumable training, on tiny data."""
+import dataclasses
 import json
+import math
 import random
 
 import pytest
@@ -81,7 +83,7 @@ def test_one_training_step_lowers_the_loss_on_a_fixed_batch(model_and_tok, tiny_
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
 
     def loss():
-        ar, diff = losses(model.forward_train(batch.tokens, batch.positions, batch.mask), batch)
+        ar, diff, _ = losses(model.forward_train(batch.tokens, batch.positions, batch.mask), batch)
         return ar + diff
     before = loss()
     before.backward()
@@ -116,11 +118,11 @@ def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):
                         min_context_width=192)
     assert batch.context_width == 192
     args = (batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked,
-            batch.t, batch.context_width, batch.span_length)
+            batch.t, batch.length_lo, batch.length_censored, batch.context_width, batch.span_length)
     results = []
     for compiled in (False, True):
         model.zero_grad()
-        ar, diff = make_loss_fn(model, torch.device("cpu"), None, compiled)(*args)
+        ar, diff, _ = make_loss_fn(model, torch.device("cpu"), None, compiled)(*args)
         (ar + diff).backward()
         results.append((ar.detach(), diff.detach(), model.embed.weight.grad.clone()))
     (ar0, diff0, g0), (ar1, diff1, g1) = results
@@ -130,16 +132,69 @@ def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):
 
 
 def test_init_continues_a_shipped_model_without_its_run_directory(tiny_data, tmp_path):
+    """--init starts a run from a model directory: the step count and log continue the shipped run's,
+    and the learning-rate schedule (warm-up, cosine over --total-steps) starts afresh."""
     common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "2", "--warmup", "2", "--no-compile"]
     train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "2"])
     from safetensors.torch import load_file
     shipped = load_file(str(tmp_path / "first" / "model.safetensors"))
-    train_main(common + ["--out", str(tmp_path / "same"), "--init", str(tmp_path / "first"), "--total-steps", "2"])
-    same = load_file(str(tmp_path / "same" / "model.safetensors"))     # already at step 2: saved as loaded
-    assert all(torch.equal(shipped[k], same[k]) for k in shipped)
-    train_main(common + ["--out", str(tmp_path / "second"), "--init", str(tmp_path / "first"), "--total-steps", "4"])
-    steps = [json.loads(line)["step"] for line in (tmp_path / "second" / "train_log.jsonl").read_text().splitlines()]
-    assert steps == [1, 2, 3, 4]
+    train_main(common + ["--out", str(tmp_path / "second"), "--init", str(tmp_path / "first"), "--total-steps", "2"])
+    log = [json.loads(line) for line in (tmp_path / "second" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4]
+    assert log[2]["lr"] == log[0]["lr"] and log[3]["lr"] == log[1]["lr"]     # warm-up again
     assert json.loads((tmp_path / "second" / "train_state.json").read_text())["step"] == 4
     continued = load_file(str(tmp_path / "second" / "model.safetensors"))
     assert shipped.keys() == continued.keys() and any(not torch.equal(shipped[k], continued[k]) for k in shipped)
+
+
+def test_init_with_length_classes_adds_a_length_head(tiny_data, tmp_path):
+    common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "2", "--warmup", "2", "--no-compile"]
+    train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "1"])
+    train_main(common + ["--out", str(tmp_path / "head"), "--init", str(tmp_path / "first"), "--total-steps", "1",
+                         "--length-classes", "17"])
+    from spanfill.engine.core.checkpoint import load_model
+    model, _ = load_model(tmp_path / "head")
+    assert model.cfg.length_classes == 17 and model.length_head.weight.shape == (17, model.cfg.dim)
+    assert json.loads((tmp_path / "head" / "train_log.jsonl").read_text().splitlines()[-1])["length_loss"] > 0
+
+
+def test_length_loss_scores_the_count_or_every_count_past_a_cut_off():
+    from spanfill.engine.training.objective import length_loss
+    logits = torch.log(torch.tensor([[0.1, 0.2, 0.3, 0.4]] * 3))
+    lo = torch.tensor([1, 2, 9])
+    censored = torch.tensor([False, True, True])
+    per_row = [length_loss(logits[i:i + 1], lo[i:i + 1], censored[i:i + 1]).item() for i in range(3)]
+    # exact count 1; "2 or more" = classes 2, 3; a cut-off past the last class = the last class
+    assert per_row == pytest.approx([-math.log(0.2), -math.log(0.7), -math.log(0.4)], rel=1e-5)
+
+
+def test_batch_records_each_middles_length_and_whether_the_span_cut_it_off(tiny_tok):
+    from spanfill.engine.training.samples import Example
+    special = tiny_tok.special
+    assert (special.eom, special.middle) == (2, 6)
+    examples = [Example([5, 9, 6], [11, 12, 2], "t"), Example([5, 6], [11, 12, 13, 14], "t"), Example([6], [2], "t")]
+    batch = build_batch(examples, 4, special, torch.Generator().manual_seed(0))
+    assert batch.length_lo.tolist() == [2, 4, 0]
+    assert batch.length_censored.tolist() == [False, True, False]
+
+
+def test_training_a_length_head_learns_the_middles_length(model_and_tok, tiny_data):
+    """With the body's weights fixed, steps on the length loss alone lower it on the same batch: the
+    head reads <|middle|> (index C - 1) and its targets come from the batch."""
+    from spanfill.engine.core.model import SpanfillModel
+    base, tok = model_and_tok
+    torch.manual_seed(0)
+    model = SpanfillModel(dataclasses.replace(base.cfg, length_classes=17))
+    model.load_state_dict(base.state_dict(), strict=False)
+    stream = ExampleStream(tok, corpus.read_split(tiny_data / "train.jsonl"), Budget(96, 32, 16), seed=0)
+    batch = build_batch([stream.next(16) for _ in range(8)], 16, tok.special, torch.Generator().manual_seed(0))
+    opt = torch.optim.Adam(model.length_head.parameters(), lr=1e-2)
+    fn = make_loss_fn(model, torch.device("cpu"), None, False)
+    args = (batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked,
+            batch.t, batch.length_lo, batch.length_censored, batch.context_width, batch.span_length)
+    first = fn(*args)[2]
+    for _ in range(30):
+        opt.zero_grad()
+        fn(*args)[2].backward()
+        opt.step()
+    assert fn(*args)[2] < 0.5 * first
