@@ -4,17 +4,17 @@ These tests assert protocol behaviour and robustness, so they run on the shipped
 exists and on a tiny random-weight model before that (whose suggestions are arbitrary text).
 """
 import asyncio
+import os
 
 import pytest
 import pytest_lsp
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pytest_lsp import LanguageClient
+from pytest_lsp import ClientServerConfig, LanguageClient
 
-from spanfill.engine import TORCH_DEFAULT_THREADS
 from spanfill.server.headless import answered_by
 
-from lsp_helpers import CONFIG, first_suggestion, inline, inline_params, insert, open_doc, start, status, utf16_len
+from lsp_helpers import CONFIG, SERVE, first_suggestion, inline, inline_params, insert, open_doc, start, status, utf16_len
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -53,8 +53,22 @@ async def test_initialize_advertises_inline_completion(client: LanguageClient):
     st = await status(client)
     assert st.state == "ready"
     assert st.compile == "off" and st.compiledFallbacks is None  # the tests' servers stay eager
-    assert st.threads == max(1, TORCH_DEFAULT_THREADS - 1)        # one core left to the editor
+    assert st.threads == 1                    # OMP_NUM_THREADS=1: the one core is not left without a thread
     assert st.dtype == "float32" and st.int8Matmuls is False      # the tests ask for fp32
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(SERVE, server_env={**CONFIG.server_env, "OMP_NUM_THREADS": "2"}),
+                    loop_scope="module")
+async def two_core_client(lsp_client: LanguageClient, tiny_model):
+    await start(lsp_client, tiny_model)
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="torch sees one core at most here")
+async def test_the_engine_leaves_one_of_two_cores_to_the_editor(two_core_client: LanguageClient):
+    st = await status(two_core_client)                    # torch sees two cores in that server
+    assert st.state == "ready" and st.threads == 1
 
 
 async def test_items_replace_an_empty_range_at_the_cursor(client: LanguageClient):

@@ -163,12 +163,13 @@ def test_threads_are_set_for_the_engine_and_kept_when_a_load_fails(tiny_dir, tmp
     from spanfill.engine import Engine
     from spanfill.engine.core.checkpoint import CheckpointError
     before = torch.get_num_threads()
+    wanted = before + 1                            # not what torch has already: the engine must set it
     try:
-        engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False, threads=1)
-        assert torch.get_num_threads() == 1 and engine.info["threads"] == 1
+        engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False, threads=wanted)
+        assert torch.get_num_threads() == wanted and engine.info["threads"] == wanted
         with pytest.raises(CheckpointError):
-            Engine.load(tmp_path / "missing", device="cpu", compile=False, threads=2)
-        assert torch.get_num_threads() == 1        # the engine that loaded keeps its threads
+            Engine.load(tmp_path / "missing", device="cpu", compile=False, threads=wanted + 1)
+        assert torch.get_num_threads() == wanted   # the engine that loaded keeps its threads
         with pytest.raises(ValueError, match="at least 1"):
             Engine.load(tiny_dir, device="cpu", compile=False, threads=0)
     finally:

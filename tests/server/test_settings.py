@@ -1,7 +1,8 @@
 """Settings: defaults, camelCase/snake_case keys, the "spanfill" section, invalid values ignored."""
 import dataclasses
 
-from spanfill.engine import TORCH_DEFAULT_THREADS
+import pytest
+
 from spanfill.server.settings import VALIDATORS, Settings, apply_settings, as_client_dict
 
 
@@ -49,8 +50,15 @@ def test_engine_key_changes_only_with_model_device_dtype_threads():
     assert dataclasses.replace(base, threads=3).engine_key != base.engine_key
 
 
-def test_threads_default_to_one_core_fewer_and_are_validated():
-    assert Settings().engine_threads == max(1, TORCH_DEFAULT_THREADS - 1)
+@pytest.mark.parametrize("cores,threads", [(1, 1), (2, 1), (8, 7)])
+def test_threads_default_to_one_core_fewer_than_torch_would_use(monkeypatch, cores, threads):
+    # the conftest pins torch to one thread, so the core count torch read at import is set here
+    monkeypatch.setattr("spanfill.engine.TORCH_DEFAULT_THREADS", cores)
+    assert Settings().engine_threads == threads
+    assert Settings(threads=cores).engine_threads == cores          # a setting is taken as it is
+
+
+def test_threads_are_validated():
     new, problems = apply_settings(Settings(), {"threads": 3})
     assert problems == [] and new.engine_threads == 3
     kept, problems = apply_settings(new, {"threads": 0})
