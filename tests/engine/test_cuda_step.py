@@ -87,16 +87,31 @@ def test_deadline_and_cancel_match_denoise(model_and_tok):
         assert_same(ref, out)
 
 
+def count_calls(obj, name: str) -> list:
+    """Wrap obj.name so that it appends `name` to the returned list at each call, then runs as before."""
+    calls, method = [], getattr(obj, name)
+
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return method(*args, **kwargs)
+    setattr(obj, name, counted)
+    return calls
+
+
 def test_engine_on_cpu_keeps_the_reference_loop_and_the_static_one_agrees(engine):
     assert engine.static_denoiser is None
     req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=16, steps=4, n=2)
-    ref = engine.complete(req)
+    sampled_req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, temperature=0.7, seed=3)
+    ref, ref_sampled = engine.complete(req), engine.complete(sampled_req)
     sp = engine.tokenizer.special
     engine.static_denoiser = StaticSpanDenoiser(engine.model, sp.mask, sp.eom, sp.pad, graphs=False)
+    static_calls = count_calls(engine.static_denoiser, "denoise")
     out = engine.complete(req)
+    assert len(static_calls) == 1                       # a greedy request takes the static steps
     assert (out.texts, out.finished, out.steps_run) == (ref.texts, ref.finished, ref.steps_run)
-    sampled = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, temperature=0.7, seed=3))
-    assert sampled.steps_run >= 1   # sampling is not supported there and takes the reference loop
+    sampled = engine.complete(sampled_req)
+    assert len(static_calls) == 1                       # sampling is not supported there: the reference loop
+    assert (sampled.texts, sampled.steps_run) == (ref_sampled.texts, ref_sampled.steps_run)
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
@@ -123,9 +138,15 @@ def test_cuda_graphs_replay_the_eager_static_step_exactly(tiny_dir, dtype):
 
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-def test_cuda_engine_uses_graphs(tiny_dir):
-    engine = Engine.load(tiny_dir, device="cuda", dtype="bf16")
-    assert engine.static_denoiser is not None
+def test_cuda_engine_captures_its_steps_once_and_then_replays_them(tiny_dir):
+    engine = Engine.load(tiny_dir, device="cuda", dtype="bf16", warmup=False)   # no shape captured yet
+    static = engine.static_denoiser
+    assert static is not None and static.graphs
+    static_calls, captures = count_calls(static, "denoise"), count_calls(static, "_capture")
     req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=16, steps=4)
-    first, second = engine.complete(req), engine.complete(req)
-    assert first.texts == second.texts and any(b.graphs for b in engine.static_denoiser._buckets.values())
+    first = engine.complete(req)
+    captured = len(captures)
+    assert len(static_calls) == 1 and captured >= 1     # a new shape: its steps captured as graphs
+    second = engine.complete(req)
+    assert len(static_calls) == 2 and len(captures) == captured      # the same shape: replayed, none captured
+    assert first.texts == second.texts
