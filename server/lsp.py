@@ -11,8 +11,10 @@ Protocol surface:
                                      or null; for checking that a client's edits landed as meant
   spanfill/accepted, spanfill/rejected (notifications, params {"id": ...})   feedback statistics;
                                      the id is `command.arguments[0]` of the item shown;
-                                     `command.arguments[1]` is {"source": "engine" | "cache"}
-  workspace/executeCommand spanfill.accept   what accepting an item runs (VS Code forwards it)
+                                     `command.arguments[1]` is {"source": "engine" | "cache"};
+                                     an id that is not a string is logged and ignored
+  workspace/executeCommand spanfill.accept   what accepting an item runs (VS Code forwards it);
+                                     InvalidParams unless its first argument is a string
 
 Every request is answered exactly once, malformed ones included (protocol.py says how).
 """
@@ -22,11 +24,12 @@ import asyncio
 import dataclasses
 import hashlib
 import itertools
+import json
 import logging
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 
 from . import completion
@@ -230,9 +233,25 @@ def on_document(ls: SpanfillServer, params) -> dict | None:
     return {"uri": doc.uri, "version": doc.version, "length": len(doc.text), "sha256": digest}
 
 
+def _as_sent(value) -> str:
+    """A value as JSON, the way the client sent it (pygls hands JSON objects over as namedtuples)."""
+    def plain(v):
+        if hasattr(v, "_asdict"):
+            return {k: plain(x) for k, x in v._asdict().items()}
+        return [plain(x) for x in v] if isinstance(v, list) else v
+    return json.dumps(plain(value))
+
+
 def _feedback(ls: SpanfillServer, params, accepted: bool) -> None:
+    """Count a verdict. These are notifications, with no response to carry an error, so an id that
+    is not a string is logged and ignored: counted as a verdict without an id, it would be counted
+    again at every resend."""
     sid = getattr(params, "id", None)
-    if not ls.session.stats.feedback(sid if isinstance(sid, str) else None, accepted):
+    if sid is not None and not isinstance(sid, str):
+        log.warning("%s ignored: its id %s is not a string; send the item's command.arguments[0]",
+                    ACCEPTED if accepted else REJECTED, _as_sent(sid))
+        return
+    if not ls.session.stats.feedback(sid, accepted):
         log.warning("feedback for unknown or already counted suggestion id %r ignored", sid)
 
 
@@ -247,7 +266,12 @@ def on_rejected(ls: SpanfillServer, params) -> None:
 
 
 @server.command(ACCEPT_COMMAND)
-def on_accept_command(ls: SpanfillServer, sid: str, *_) -> None:
+def on_accept_command(ls: SpanfillServer, *arguments) -> None:
+    """A request, unlike the feedback notifications: an id that is missing or not a string is refused."""
+    sid = arguments[0] if arguments else None
+    if not isinstance(sid, str):
+        raise JsonRpcInvalidParams(f"{ACCEPT_COMMAND} takes the suggestion's id, a string, as its first "
+                                   f"argument (the item's command.arguments[0]); got {_as_sent(sid)}")
     if not ls.session.stats.feedback(sid, accepted=True):
         log.warning("accept for unknown suggestion id %r ignored", sid)
 
