@@ -46,6 +46,30 @@ REJECTED = "spanfill/rejected"
 ACCEPT_COMMAND = "spanfill.accept"
 
 
+class ClientLogHandler(logging.Handler):
+    """Forward warnings to the client as window/logMessage, from any thread, through the event loop
+    of the connection (`SpanfillServer.forward_logs` sets it). A record logged after that loop has
+    closed (a worker finishing after the client left) has no client to go to: it is dropped here, and
+    stderr or the log file still has it."""
+
+    LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}
+
+    def __init__(self, ls: SpanfillServer):
+        super().__init__(level=logging.WARNING)
+        self.ls = ls
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.loop is None or self.loop.is_closed():
+            return
+        kind = self.LEVELS[logging.ERROR if record.levelno >= logging.ERROR else logging.WARNING]
+        params = types.LogMessageParams(type=kind, message=self.format(record))
+        try:
+            self.loop.call_soon_threadsafe(self.ls.window_log_message, params)
+        except RuntimeError:      # the loop closed since the check above, on another thread
+            pass
+
+
 class SpanfillServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("spanfill", "0.1.0", protocol_cls=SpanfillProtocol)
@@ -54,6 +78,17 @@ class SpanfillServer(LanguageServer):
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
         self.session.scheduler.on_failure = self.report_engine_failure
         self.session.on_notice = self.warn_user
+        self.client_log = ClientLogHandler(self)
+
+    def forward_logs(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Send spanfill's warnings to the client through `loop`, the connection's: one handler per
+        server, however often a client initializes, pointed at the latest connection."""
+        self.client_log.loop = loop
+        logging.getLogger("spanfill").addHandler(self.client_log)    # a no-op when it is there already
+
+    def shutdown(self) -> None:
+        logging.getLogger("spanfill").removeHandler(self.client_log)
+        super().shutdown()
 
     def report_engine_failure(self, message: str) -> None:
         self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=message))
@@ -155,7 +190,7 @@ server = SpanfillServer()
 
 @server.feature(types.INITIALIZE)
 async def on_initialize(ls: SpanfillServer, params: types.InitializeParams) -> None:
-    logging.getLogger("spanfill").addHandler(ClientLogHandler(ls, asyncio.get_running_loop()))
+    ls.forward_logs(asyncio.get_running_loop())
     ls.session.documents.encoding = ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities)
     ls.update_settings(params.initialization_options)
     if ls.session.settings.completion_fallback:
@@ -279,18 +314,3 @@ def on_accept_command(ls: SpanfillServer, *arguments) -> None:
 @server.feature(types.SHUTDOWN)
 def on_shutdown(ls: SpanfillServer, params) -> None:
     ls.session.scheduler.close()
-
-
-class ClientLogHandler(logging.Handler):
-    """Forward warnings to the client as window/logMessage, from any thread."""
-
-    LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}
-
-    def __init__(self, ls: SpanfillServer, loop: asyncio.AbstractEventLoop):
-        super().__init__(level=logging.WARNING)
-        self.ls, self.loop = ls, loop
-
-    def emit(self, record: logging.LogRecord) -> None:
-        kind = self.LEVELS[logging.ERROR if record.levelno >= logging.ERROR else logging.WARNING]
-        params = types.LogMessageParams(type=kind, message=self.format(record))
-        self.loop.call_soon_threadsafe(self.ls.window_log_message, params)
