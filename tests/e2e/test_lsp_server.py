@@ -1,7 +1,8 @@
 """End-to-end: the real `spanfill serve` process over stdio, driven by pytest-lsp.
 
-These tests assert protocol behaviour and robustness, so they run on the shipped model when it
-exists and on a tiny random-weight model before that (whose suggestions are arbitrary text).
+These tests assert protocol behaviour and robustness, so they run on the shipped model where it
+suggests a line at BODY_CURSOR, and otherwise on a tiny random-weight model that does (conftest's
+model_that_says; its suggestions are arbitrary text): the tests that need an answer there get one.
 """
 import asyncio
 import os
@@ -33,11 +34,24 @@ def main():
     print(file_sizes(os.listdir(".")))
 '''
 BODY_CURSOR = types.Position(7, 8)
+BODY_OFFSET = len("".join(FUNCTION_BODY.splitlines(keepends=True)[:7])) + 8
+
+
+def starts_with_a_line(text: str) -> bool:
+    """Whether `text` has a non-blank first line: the completion fallback offers only that line."""
+    return bool(text.strip()) and bool(text.splitlines()[0].strip())
+
+
+@pytest.fixture(scope="module")
+def body_model(model_that_says):
+    return model_that_says(FUNCTION_BODY[:BODY_OFFSET], FUNCTION_BODY[BODY_OFFSET:], starts_with_a_line, dtype="fp32")
 
 
 @pytest_lsp.fixture(scope="module", config=CONFIG)
-async def client(lsp_client: LanguageClient, e2e_model):
-    lsp_client.init_result = await start(lsp_client, e2e_model, debounceMs=150, completionFallback=True)
+async def client(lsp_client: LanguageClient, body_model):
+    # no other open file in the context (snippetFiles 0): BODY_CURSOR's context is the one body_model was chosen on
+    lsp_client.init_result = await start(lsp_client, body_model, debounceMs=150, completionFallback=True,
+                                         snippetFiles=0)
     yield
     await lsp_client.shutdown_session()
 
@@ -75,6 +89,7 @@ async def test_items_replace_an_empty_range_at_the_cursor(client: LanguageClient
     open_doc(client, "file:///e2e/body.py", FUNCTION_BODY)
     result = await inline(client, "file:///e2e/body.py", BODY_CURSOR)
     assert isinstance(result, types.InlineCompletionList)
+    assert result.items, "no suggestion inside the function body"
     for item in result.items:
         assert item.range == types.Range(BODY_CURSOR, BODY_CURSOR) and item.insert_text.strip()
         assert item.command.command == "spanfill.accept"
@@ -155,8 +170,9 @@ async def test_bad_requests_get_clean_answers_and_the_server_keeps_serving(clien
     uri = "file:///e2e/range.py"
     open_doc(client, uri, "x = 1\n")
     assert not (await inline(client, uri, types.Position(40, 0))).items
-    past_end = await inline(client, uri, types.Position(0, 400))     # a column past the end: the line end
-    assert all(item.range.start == types.Position(0, 5) for item in past_end.items)
+    open_doc(client, "file:///e2e/past_end.py", FUNCTION_BODY)       # a column past the end: the line end
+    past_end = await inline(client, "file:///e2e/past_end.py", types.Position(BODY_CURSOR.line, 400))
+    assert past_end.items and all(item.range == types.Range(BODY_CURSOR, BODY_CURSOR) for item in past_end.items)
 
     big = "file:///e2e/big.py"
     line = "data = [" + ", ".join(["1234567"] * 560_000) + "]"
@@ -176,6 +192,7 @@ async def test_completion_fallback_items_are_single_line(client: LanguageClient)
     open_doc(client, uri, FUNCTION_BODY)
     result = await client.text_document_completion_async(types.CompletionParams(
         text_document=types.TextDocumentIdentifier(uri), position=BODY_CURSOR))
+    assert result.items, "no fallback item inside the function body"
     for item in result.items:
         assert "\n" not in item.text_edit.new_text and item.text_edit.new_text.strip()
         assert item.text_edit.range == types.Range(BODY_CURSOR, BODY_CURSOR)
