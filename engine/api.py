@@ -13,8 +13,10 @@ Rule = Literal["content", "fixed", "threshold"]
 RULES: tuple[str, ...] = get_args(Rule)
 # how the span decides where the middle ends (decoding/denoise.py's docstring): end tokens commit like
 # any other, stricter trailing pads, end tokens held back (until sure; until all before them is
-# decided), or the <|eom|> position fixed by the first step's distribution (mode, mean, median)
-Length = Literal["pad", "strict-pad", "late-end", "left-end", "first-step", "first-step-mean", "first-step-median"]
+# decided), the <|eom|> position fixed by the first step's distribution (mode, mean, median), or by
+# the model's length head before the first step (models trained with one)
+Length = Literal["pad", "strict-pad", "late-end", "left-end", "first-step", "first-step-mean", "first-step-median",
+                 "head"]
 LENGTHS: tuple[str, ...] = get_args(Length)
 DEFAULT_LENGTH: Length = "pad"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
@@ -43,6 +45,8 @@ class CompletionRequest:
     greedy_first: bool = False           # with temperature > 0 and n > 1: candidate 0 greedy, others sampled
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
+    prefix_ids: list[int] | None = None  # with cut=False, the token ids of exactly `prefix` and `suffix` where
+    suffix_ids: list[int] | None = None  # the caller has them (Tokenizer.encode_cached): not encoded again
     heal: bool = True                    # token healing of a cursor inside a word (healing.py)
     shrink_span: bool = True             # content rule: later steps run on a shorter span once its tail
                                          # is all pad (denoise.shrink_lengths); False for A/B measurements

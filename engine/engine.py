@@ -20,7 +20,7 @@ from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
-from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, shrink_lengths
+from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, head_end, shrink_lengths
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
@@ -133,7 +133,8 @@ class Engine:
         tok, sp = self.tokenizer, self.tokenizer.special
 
         t0 = time.perf_counter()
-        ids = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut)
+        ids = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut,
+                          prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)
         healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
         ids = healing.ids
         limit = self.model.cfg.max_positions - L
@@ -144,7 +145,11 @@ class Engine:
 
         t0 = time.perf_counter()
         compiled = self.compiled if self.compiled is not None and self.compiled.ready and req.fast_steps else None
-        lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar",
+        head = req.mode == "diffusion" and req.length == "head"
+        if head and self.model.length_head is None:
+            raise ValueError(f"length='head' needs a model with a length head; {self.name} has none "
+                             f"(config.length_classes = 0): use length='pad'")
+        lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar" or head,
                                     encode=compiled.prefill if compiled else None)
         C = len(ids)
         timings.context_ms = _ms(t0)
@@ -166,13 +171,16 @@ class Engine:
             deadline_hit = any(o.deadline_hit for o in outs)
             cancelled = any(o.cancelled for o in outs)
         else:
-            # pad stays allowed: after <|eom|> the model was trained to predict it
-            banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+            # pad stays allowed: after <|eom|> the model was trained to predict it. Under `head` the end
+            # and the pads after it are placed before the first step, so no position may propose either
+            banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle] + ([sp.eom, sp.pad] if head else [])
+            end = head_end(torch.softmax(self.model.length_logits(lookup.entry.last_hidden)[0].float(), -1)) if head else None
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
                                 healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
-                                length=req.length)
-            # the compiled and captured steps run the default length strategy only
-            default_length = req.length == DEFAULT_LENGTH
+                                length=req.length, end=end)
+            # the compiled and captured steps run the default length strategy and `head` (whose end is
+            # placed before the steps) only
+            default_length = req.length in (DEFAULT_LENGTH, "head")
             static = self.static_denoiser if req.fast_steps else None
             if static is not None and static.supports(cfg) and default_length:
                 out = static.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)

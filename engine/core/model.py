@@ -137,15 +137,19 @@ class SpanfillModel(nn.Module):
                       length_at: int | None = None):
         """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V];
         with length_at (the index of <|middle|>), also the length head's logits there [B, K]."""
+        h = self.hidden_train(tokens, positions, mask)
+        if length_at is None:
+            return self.logits(h)
+        return self.logits(h), self.length_logits(h[:, length_at])
+
+    def hidden_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """`forward_train`'s final hidden states [B, S, D], before any head."""
         x = self.embed(tokens)
         cos, sin = self._rope(positions, x.dtype)
 
         def attend(i, q, k, v):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-        h = self.blocks(x, cos, sin, attend)
-        if length_at is None:
-            return self.logits(h)
-        return self.logits(h), self.length_logits(h[:, length_at])
+        return self.blocks(x, cos, sin, attend)
 
     # ---- inference -----------------------------------------------------------------------------
     def encode_context(self, tokens: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:

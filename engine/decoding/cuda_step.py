@@ -28,7 +28,7 @@ import torch
 
 from ..core.family import ModelFamily
 from . import kernels
-from .denoise import DenoiseConfig, DenoiseOutput, Step, StepPlan, banned_bias, step_body
+from .denoise import DenoiseConfig, DenoiseOutput, Step, StepPlan, banned_bias, place_end, step_body
 
 CONTEXT_ROUND = 128
 
@@ -113,6 +113,8 @@ class StaticSpanDenoiser:
         self._bias.copy_(banned_bias(tuple(cfg.banned or ()), mcfg.vocab_size, dev))
         b.span.fill_(self.mask_id)
         b.masked.fill_(True)
+        if cfg.end is not None:
+            place_end(b.span, b.masked, cfg.end, self.eom_id, self.pad_id)
         b.steps_run.zero_()
         return b
 

@@ -26,6 +26,9 @@ decides to stop); both commit what is left on the final step. `first-step`, `fir
 `first-step-median` fix the <|eom|> position from the first step's distribution over where it falls
 (its mode, mean or median), in the spirit of CAL (length from the first step's confidence); the
 positions before it then may not propose an end token (in training a pad only ever follows <|eom|>).
+`head` takes the <|eom|> position from the model's length head (config.length_classes), read at
+<|middle|> before the span is decoded: <|eom|> and the pads after it are committed before the first
+step (`place_end`), no position before it may propose an end token, and every step goes to content.
 benchmarks/length.py measures them side by side.
 """
 from __future__ import annotations
@@ -187,6 +190,21 @@ def fix_end(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, eom:
     logits[..., pad] = logits[..., pad].masked_fill(before, NEG_INF)
 
 
+def head_end(p_length: torch.Tensor) -> int:
+    """p_length: [K] the length head's distribution over the middle's token count (K-1 = that many or
+    more) -> the count the span ends at: the distribution's median, which is robust to its long tail."""
+    return int((p_length.float().cumsum(0) < 0.5).sum().clamp(max=p_length.shape[0] - 1))
+
+
+def place_end(span: torch.Tensor, masked: torch.Tensor, end: int, eom: int, pad: int) -> None:
+    """In place, before the first step: <|eom|> committed at `end` and pads after it; an end at or
+    past the span's length commits nothing (the middle fills the span)."""
+    if end < span.shape[1]:
+        span[:, end] = eom
+        span[:, end + 1:] = pad
+        masked[:, end:] = False
+
+
 def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: float) -> torch.Tensor:
     """Commit every masked position with confidence > threshold, and at least the best one per row."""
     if kernels.enabled_for(confidence):
@@ -228,6 +246,7 @@ class DenoiseConfig:
     first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
     length: str = DEFAULT_LENGTH      # how the middle's end is decided (api.LENGTHS; the module docstring)
+    end: int | None = None            # <|eom|>'s position, committed before the first step (`head`); >= L: none
 
 
 def choose_commit(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -371,19 +390,15 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
     L = cfg.span_length
     span = torch.full((n, L), mask_id, dtype=torch.long, device=device)
     masked = torch.ones(n, L, dtype=torch.bool, device=device)
+    if cfg.end is not None:
+        place_end(span, masked, cfg.end, eom_id, pad_id)
     bias = banned_bias(tuple(cfg.banned or ()), model.cfg.vocab_size, device)
     first_bias = cfg.first_bias.float() if cfg.first_bias is not None else torch.zeros_like(bias)
     pick = sampler(cfg, generator, L)
     plan = StepPlan(L, cfg.steps, deadline, cancelled)
     steps_run = 0
     for step in plan:
-        steps_run += 1
-        if fused_step is not None:
-            fused_step(span, masked, context_len, kv, step.left)
-        else:
-            step_body(model, span, masked, context_len, kv, step.left, step.k, bias, first_bias, cfg.rule,
-                      cfg.threshold, eom_id, pad_id, pick, length=cfg.length)
-        if step.final or not masked.any():
+        if not masked.any():     # an end placed at 0, or everything committed before the final step
             break
         if cfg.shrink_to:
             n_keep = shrunk_length(span, masked, pad_id, cfg.shrink_to)
@@ -393,6 +408,14 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
                 fresh = torch.contiguous_format
                 span = span[:, :n_keep].clone(memory_format=fresh)
                 masked = masked[:, :n_keep].clone(memory_format=fresh)
+        steps_run += 1
+        if fused_step is not None:
+            fused_step(span, masked, context_len, kv, step.left)
+        else:
+            step_body(model, span, masked, context_len, kv, step.left, step.k, bias, first_bias, cfg.rule,
+                      cfg.threshold, eom_id, pad_id, pick, length=cfg.length)
+        if step.final:
+            break
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 
 

@@ -33,7 +33,7 @@ from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
 from .samples import ExampleStream
 from ..core.model import SpanfillModel
-from .objective import Batch, BatchStream, context_width_for, loss_terms
+from .objective import Batch, BatchStream, context_width_for, length_loss, loss_terms
 from ..decoding.prompt import Budget
 from ..core.tokenizer import train_tokenizer
 
@@ -110,6 +110,33 @@ class TrainStep:
                 "tokens": tokens}
 
 
+class HeadStep:
+    """A step that fits only the length head, the body frozen: the causal context alone is encoded
+    (no span, no vocabulary projection, no backward through the body), so a trained model gets a
+    length head for a fraction of a training step's cost."""
+
+    def __init__(self, model: SpanfillModel, opt: torch.optim.Optimizer, device: torch.device, amp_dtype):
+        self.model, self.opt, self.device, self.amp_dtype = model, opt, device, amp_dtype
+        model.requires_grad_(False)
+        model.length_head.requires_grad_(True)
+
+    def __call__(self, batches: list[Batch]) -> dict:
+        length_sum, tokens = 0.0, 0
+        for batch in batches:
+            C = batch.context_width
+            with torch.no_grad(), torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
+                h = self.model.hidden_train(batch.tokens[:, :C].to(self.device), batch.positions[:, :C].to(self.device),
+                                            batch.mask[:, :, :C, :C].to(self.device))[:, C - 1].float()   # [B, D]
+            loss = length_loss(self.model.length_logits(h), batch.length_lo.to(self.device),
+                               batch.length_censored.to(self.device))
+            (loss / len(batches)).backward()
+            length_sum += loss.item() / len(batches)
+            tokens += int(batch.mask[:, 0, C - 1, :C].sum())       # the real context tokens <|middle|> sees
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        return {"ar_loss": 0.0, "diffusion_loss": 0.0, "length_loss": length_sum, "grad_norm": 0.0, "tokens": tokens}
+
+
 def save_train_state(out: Path, opt: torch.optim.Optimizer, state: dict) -> None:
     tensors = {}
     for i, s in opt.state_dict()["state"].items():
@@ -163,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--length-classes", type=int, default=None,
                     help="give the model a length head of this many classes (config.length_classes; a new "
                          "run's preset or an --init model without one); 0 = none")
+    ap.add_argument("--head-only", action="store_true",
+                    help="fit only the length head (HeadStep), the rest of the model frozen")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
                     help="torch.compile the training step")
     ap.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True,
@@ -223,7 +252,10 @@ def main(argv: list[str] | None = None) -> None:
         kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
         log_path.write_text("".join(line + "\n" for line in kept))
     log = log_path.open("a")
-    step = TrainStep(model, opt, device, amp_dtype, args.compile, dynamic=args.bucket)
+    if args.head_only and model.length_head is None:
+        ap.error("--head-only needs a model with a length head (--length-classes)")
+    step = (HeadStep(model, opt, device, amp_dtype) if args.head_only
+            else TrainStep(model, opt, device, amp_dtype, args.compile, dynamic=args.bucket))
     # unbucketed and compiled: pad every batch to the budget's width so each span length is one shape
     min_width = context_width_for(budget.total) if args.compile and not args.bucket else 0
     batches = BatchStream(stream, args.batch, tok.special, gen, args.bucket, min_width)

@@ -198,3 +198,14 @@ def test_training_a_length_head_learns_the_middles_length(model_and_tok, tiny_da
         fn(*args)[2].backward()
         opt.step()
     assert fn(*args)[2] < 0.5 * first
+
+
+def test_head_only_training_changes_the_length_head_and_nothing_else(tiny_data, tmp_path):
+    from safetensors.torch import load_file
+    common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "4", "--warmup", "1", "--no-compile"]
+    train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "1", "--length-classes", "17"])
+    train_main(common + ["--out", str(tmp_path / "head"), "--init", str(tmp_path / "first"), "--total-steps", "3",
+                         "--head-only"])
+    before, after = load_file(str(tmp_path / "first" / "model.safetensors")), load_file(str(tmp_path / "head" / "model.safetensors"))
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed == {"length_head.weight", "length_head.bias"}

@@ -1,0 +1,75 @@
+"""The `head` length strategy: the length head's count places <|eom|> before the first step."""
+import dataclasses
+
+import pytest
+import torch
+
+from spanfill.engine import CompletionRequest, Engine
+from spanfill.engine.core.checkpoint import load_model
+from spanfill.engine.core.model import SpanfillModel
+from spanfill.engine.decoding.denoise import DenoiseConfig, denoise, head_end, place_end
+
+
+def test_head_end_is_the_median_count():
+    assert head_end(torch.tensor([0.1, 0.2, 0.15, 0.3, 0.25])) == 3      # cdf 0.1, 0.3, 0.45, 0.75
+    assert head_end(torch.tensor([0.6, 0.2, 0.2])) == 0
+    assert head_end(torch.tensor([0.0, 0.1, 0.9])) == 2                  # "that many or more": the last class
+
+
+def test_place_end_commits_the_end_and_the_pads_after_it():
+    span = torch.full((2, 6), 1)
+    masked = torch.ones(2, 6, dtype=torch.bool)
+    place_end(span, masked, 3, eom=2, pad=0)
+    assert span.tolist() == [[1, 1, 1, 2, 0, 0]] * 2
+    assert masked.tolist() == [[True, True, True, False, False, False]] * 2
+    span, masked = torch.full((1, 4), 1), torch.ones(1, 4, dtype=torch.bool)
+    place_end(span, masked, 4, eom=2, pad=0)                                # past the span: nothing placed
+    assert span.tolist() == [[1, 1, 1, 1]] and masked.all()
+
+
+def _engine_with_head(tiny_dir, count: int) -> Engine:
+    base, tok = load_model(tiny_dir, dtype=torch.float32)
+    model = SpanfillModel(dataclasses.replace(base.cfg, length_classes=base.cfg.span_length + 1))
+    model.load_state_dict(base.state_dict(), strict=False)
+    with torch.no_grad():            # a head sure of `count`, whatever the context
+        model.length_head.weight.zero_()
+        model.length_head.bias.fill_(-30.0)
+        model.length_head.bias[count] = 30.0
+    return Engine(model.eval(), tok, name="tiny-with-head")
+
+
+@pytest.mark.parametrize("end", [0, 3, 9])
+def test_a_placed_end_leaves_every_step_to_the_content_before_it(tiny_dir, end):
+    model, tok = load_model(tiny_dir, dtype=torch.float32)
+    sp = tok.special
+    ids = torch.tensor([tok.encode("def add(a, b):\n    return a") + [sp.middle]])
+    kv = model.allocate_kv(ids.shape[1] + 16)
+    with torch.inference_mode():
+        model.encode_context(ids, 0, kv)
+        cfg = DenoiseConfig(16, 4, banned=[sp.mask, sp.eom, sp.pad], temperature=0.8, end=end, shrink_to=(8,))
+        out = denoise(model, kv, ids.shape[1], 2, cfg, sp.mask, sp.eom, sp.pad, torch.Generator().manual_seed(0))
+    span = out.span.tolist()
+    assert all(row[:end] and row[end] == sp.eom or not row[:end] and row[0] == sp.eom for row in span)
+    assert all(t not in (sp.mask, sp.eom, sp.pad) for row in span for t in row[:end])
+    assert out.steps_run == min(4, end)          # the content rule: at least one position a step
+
+
+def test_head_strategy_ends_where_the_head_says(tiny_dir):
+    engine = _engine_with_head(tiny_dir, 0)           # an empty middle: no step runs
+    result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", n=2, temperature=0.5))
+    assert result.texts == ["", ""] and result.finished == [True, True] and result.steps_run == 0
+    engine = _engine_with_head(tiny_dir, 5)
+    result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", heal=False))
+    assert result.finished == [True] and 1 <= result.steps_run <= engine.model.cfg.steps
+
+
+def test_head_strategy_fills_the_span_when_the_head_says_it_runs_past_it(tiny_dir):
+    L = 16
+    engine = _engine_with_head(tiny_dir, L)            # class L: L tokens or more
+    result = engine.complete(CompletionRequest(prefix="x = [", suffix="]\n", length="head", span_length=L, heal=False))
+    assert result.finished == [False]
+
+
+def test_head_strategy_needs_a_model_with_a_length_head(engine):
+    with pytest.raises(ValueError, match="length='head' needs a model with a length head"):
+        engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head"))
