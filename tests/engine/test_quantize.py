@@ -9,13 +9,21 @@ from spanfill.engine import CompletionRequest, Engine
 from spanfill.engine.core import device, quantize
 from spanfill.engine.core.device import pick_dtype, wants_int8
 from spanfill.engine.core.quantize import Int8Linear, quantize_int8
-from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
+from spanfill.engine.testing import SAMPLE_CODE, SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 pytestmark = pytest.mark.skipif(not quantize.int8_supported(), reason="this torch build has no quantized CPU engine")
 
 
 def relative_error(got, want):
     return ((got - want).norm() / want.norm()).item()
+
+
+def causal_logits(model, ids):
+    """ids: [1, S] -> next-token logits [1, S, V] of the whole model (every layer, the head)."""
+    S = ids.shape[1]
+    mask = torch.ones(S, S, dtype=torch.bool).tril()[None, None]    # [1, 1, S, S]
+    with torch.inference_mode():
+        return model.forward_train(ids, torch.arange(S)[None], mask)
 
 
 def test_int8_linear_is_close_to_the_fp32_matmul():
@@ -88,6 +96,16 @@ def test_an_int8_engine_completes_and_says_so(tiny_dir):
     plain = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
     assert engine.info["int8_matmuls"] and not plain.info["int8_matmuls"]
     assert engine.info["dtype"] == "float32"
+    ids = torch.tensor([plain.tokenizer.encode(SAMPLE_CODE)])      # a fixed batch: the sample file, [1, S]
+    want, got = causal_logits(plain.model, ids), causal_logits(engine.model, ids)
+    # random weights with a tied head put the input token itself on top at every position, in both
+    # models; the choice quantization can change is the best other token
+    def best_other(logits):
+        return logits.scatter(-1, ids[..., None], float("-inf")).argmax(-1)
+    agreement = (best_other(got) == best_other(want)).float().mean().item()
+    # bounds with room for another CPU's fbgemm kernels; a wrong scale or layer is far outside them
+    assert agreement >= 0.95, f"int8 picks the fp32 model's token at only {agreement:.1%} of positions"
+    assert relative_error(got, want) < 0.04
     for mode in ("diffusion", "ar"):
         result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, mode=mode))
         assert len(result.texts) == 1 and result.steps_run >= 1
