@@ -8,6 +8,10 @@ and a recut aims for TARGET of the budget so the next keystrokes have room to gr
 keystrokes therefore send the same snippets, the same suffix and a prefix that only grows at its
 end: the engine's KV cache (DESIGN §3) re-encodes only the new tokens.
 
+A window's token ids come from the tokenizer's memo of line pieces (`Tokenizer.encode_cached`, the
+same ids as encoding the window whole) and go to the engine beside its text, so a keystroke encodes
+about one line and the engine encodes no window again.
+
 Snippets come from the other open documents, most recently edited first, each a slice starting a
 few lines above its last edit.
 """
@@ -17,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlparse
 
-from spanfill.engine import Snippet, Tokenizer, cut_prefix, cut_suffix
+from spanfill.engine import Snippet, Tokenizer, cut_prefix, cut_suffix, to_lf
 
 from .documents import LINE_BREAK, Document
 
@@ -32,6 +36,8 @@ class Context:
     prefix: str                       # text before the cursor, from a line start where the budget allows
     suffix: str                       # text after the cursor, to a line end where the budget allows
     snippets: list[Snippet] = field(default_factory=list)
+    prefix_ids: list[int] | None = None   # the token ids of to_lf(prefix) and to_lf(suffix): what the
+    suffix_ids: list[int] | None = None   # engine is sent beside the text
 
 
 @dataclass
@@ -66,38 +72,49 @@ class ContextBuilder:
     def build(self, doc: Document, offset: int, others: list[Document]) -> Context:
         window = self._windows.setdefault(doc.uri, _Window())
         line = doc.line_of(offset)
-        return Context(prefix=self._prefix(doc, offset, line, window),
-                       suffix=self._suffix(doc, offset, line, window),
-                       snippets=self._snippets(others))
+        prefix, prefix_ids = self._prefix(doc, offset, line, window)
+        suffix, suffix_ids = self._suffix(doc, offset, line, window)
+        return Context(prefix, suffix, self._snippets(others), prefix_ids, suffix_ids)
 
-    def _fits(self, text: str, budget: int, at_edge: bool) -> bool:
-        """Whether a held window may stay: within budget, and not shrunk far below it unless it
-        already reaches the start or end of the document."""
+    def _fitting(self, text: str, budget: int, at_edge: bool) -> list[int] | None:
+        """The ids of a held window that may stay: within budget, and not shrunk far below it unless
+        it already reaches the start or end of the document; None if it must be recut."""
         if len(text) > budget * CHARS_PER_TOKEN:
-            return False
-        n = len(self.tok.encode(text))
-        return n <= budget and (at_edge or n >= LOW * budget)
+            return None
+        ids = self.tok.encode_cached(text)
+        n = len(ids)
+        return ids if n <= budget and (at_edge or n >= LOW * budget) else None
 
-    def _prefix(self, doc: Document, offset: int, line: int, window: _Window) -> str:
+    def _sent(self, text: str, ids: list[int] | None = None) -> list[int]:
+        """The ids the engine is sent for a window: those of its text with LF line breaks (`ids`, those
+        of `text` itself, where it has them and has no CR)."""
+        if ids is not None and "\r" not in text:
+            return ids
+        return self.tok.encode_cached(to_lf(text))
+
+    def _prefix(self, doc: Document, offset: int, line: int, window: _Window) -> tuple[str, list[int]]:
         budget = self.prefix_tokens
         if window.prefix_line is not None and window.prefix_line <= line:
             held = doc.text[doc.line_start(window.prefix_line):offset]
-            if self._fits(held, budget, at_edge=window.prefix_line == 0):
-                return held
+            ids = self._fitting(held, budget, at_edge=window.prefix_line == 0)
+            if ids is not None:
+                return held, self._sent(held, ids)
         target = int(budget * TARGET)
         lo = max(0, offset - target * CHARS_PER_TOKEN - 1)
         cut = cut_prefix(self.tok, doc.text[lo:offset], target)
         start = offset - len(cut)
         aligned = start == doc.line_start(doc.line_of(start))
         window.prefix_line = doc.line_of(start) if aligned else None
-        return cut
+        return cut, self._sent(cut)
 
-    def _suffix(self, doc: Document, offset: int, line: int, window: _Window) -> str:
+    def _suffix(self, doc: Document, offset: int, line: int, window: _Window) -> tuple[str, list[int]]:
         budget = self.suffix_tokens
         if window.suffix_lines is not None:
             end = doc.line_start(line + window.suffix_lines)
-            if end >= offset and self._fits(doc.text[offset:end], budget, at_edge=end == len(doc.text)):
-                return doc.text[offset:end]
+            held = doc.text[offset:end]
+            ids = self._fitting(held, budget, at_edge=end == len(doc.text)) if end >= offset else None
+            if ids is not None:
+                return held, self._sent(held, ids)
         target = int(budget * TARGET)
         cut = cut_suffix(self.tok, doc.text[offset:offset + target * CHARS_PER_TOKEN + 1], target)
         end = offset + len(cut)
@@ -108,7 +125,7 @@ class ContextBuilder:
             window.suffix_lines = breaks
         else:
             window.suffix_lines = None    # the cursor line alone overflows the budget
-        return cut
+        return cut, self._sent(cut)
 
     def _snippets(self, others: list[Document]) -> list[Snippet]:
         snippets = []

@@ -1,20 +1,37 @@
-"""Byte-level BPE tokenizer for code with named special tokens.
+r"""Byte-level BPE tokenizer for code with named special tokens.
 
 Text is always encoded with special-token matching switched off, so a file that happens to contain
 "<|eom|>" cannot inject control tokens; special ids are inserted by name. Decoding goes through an
 exact token -> bytes table, so any token sequence maps to bytes and text round-trips exactly (tabs,
 CRLF, emoji), and a span cut in the middle of a UTF-8 character never produces replacement garbage.
+
+`encode_cached` gives `encode`'s ids from memoised *line pieces*. BPE merges never cross a
+pre-token, and GPT-2's byte-level regex (`'s|'t|…| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`)
+always starts a pre-token at the last whitespace character before a non-whitespace one: no
+alternative takes whitespace after non-whitespace, `\s+(?!\S)` stops a longer run one short, and
+that last character is then a pre-token alone or the space of ` ?\p{L}+` and its kin. Cut there,
+each part pre-tokenizes alone as inside the whole text (the regex has no look-behind, and the run
+that ends a part is taken whole by `\s+(?!\S)` at the end of a string), so encode(text) is the
+concatenation of the parts' ids. Cutting only at runs holding a line break gives pieces of about
+a line, which recur from keystroke to keystroke. Cutting *at* the non-whitespace character would
+not do: `a\n\n` alone ends in one pre-token (`\n\n`), inside `a\n\nb` the run is two.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Generic, Iterable, Iterator, TypeVar
 
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 SPECIAL_TOKENS = ("<|pad|>", "<|mask|>", "<|eom|>", "<|file|>", "<|suffix|>", "<|prefix|>", "<|middle|>")
+MEMO_ENTRIES = 50_000      # texts (lines, pieces) a memo remembers before it starts afresh (a few MB)
+
+# what `\s` matches in the byte-level regex (Oniguruma's Unicode classes): Python's `\s` less \x1c-\x1f
+WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+LINE_BREAK_RUN = re.compile(f"[\r\n][{WHITESPACE}]*")
 
 
 def _bytes_to_unicode() -> dict[int, str]:
@@ -44,16 +61,62 @@ class SpecialIds:
     middle: int
 
 
+V = TypeVar("V")
+
+
+class TextMemo(Generic[V]):
+    """Values by text, the missing ones computed in one batch; emptied once it outgrows its limit.
+    A lookup reads the memo once into a local dict, so another thread emptying it loses nothing."""
+
+    def __init__(self, compute: Callable[[list[str]], list[V]], limit: int = MEMO_ENTRIES):
+        self._compute, self._limit = compute, limit
+        self._values: dict[str, V] = {}
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __call__(self, texts: list[str]) -> list[V]:
+        values = self._values
+        known = {text: values.get(text) for text in texts}
+        new = [text for text, value in known.items() if value is None]
+        if new:
+            fresh = dict(zip(new, self._compute(new)))
+            known.update(fresh)
+            if len(values) + len(fresh) > self._limit:
+                values.clear()
+            values.update(fresh)
+        return [known[text] for text in texts]
+
+
+def line_pieces(text: str) -> list[str]:
+    """`text` cut before the last whitespace character ahead of each line's first non-whitespace one
+    (the module docstring says why the byte-level regex starts a pre-token there)."""
+    cuts = [m.end() - 1 for m in LINE_BREAK_RUN.finditer(text) if m.end() < len(text)]
+    bounds = [0, *cuts, len(text)]
+    return [text[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def splits_like_gpt2(hf: HFTokenizer) -> bool:
+    """Whether encoding is GPT-2's byte-level regex then a model per pre-token and nothing else (no
+    normalizer, no added tokens matched in text, no truncation): what `line_pieces` is exact for."""
+    pre = hf.pre_tokenizer
+    return (isinstance(pre, pre_tokenizers.ByteLevel) and pre.use_regex and not pre.add_prefix_space
+            and hf.normalizer is None and hf.truncation is None and hf.padding is None
+            and isinstance(hf.model, models.BPE) and hf.model.dropout is None and hf.encode_special_tokens
+            and all(token.special for token in hf.get_added_tokens_decoder().values()))
+
+
 class BPECodec:
     """What every tokenizer here shares (the spanfill one below, a public checkpoint's in families/):
-    a `tokenizers` BPE that never matches special tokens in text, and the per-line token-count memo
-    that window cutting (decoding/prompt.py) reads."""
+    a `tokenizers` BPE that never matches special tokens in text, the per-line token-count memo that
+    window cutting (decoding/prompt.py) reads, and the line-piece memo behind `encode_cached`."""
 
     def __init__(self, hf: HFTokenizer):
         self.hf = hf
         self.hf.encode_special_tokens = True
         self.vocab_size = hf.get_vocab_size()
-        self.line_counts: dict[str, int] = {}   # prompt.py's memo of tokens per line
+        self.line_counts = TextMemo(lambda lines: [len(ids) for ids in self.encode_batch(lines)])
+        self.piece_ids = TextMemo(self.encode_batch) if splits_like_gpt2(hf) else None
 
     def encode(self, text: str) -> list[int]:
         if not text:
@@ -62,6 +125,13 @@ class BPECodec:
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+
+    def encode_cached(self, text: str) -> list[int]:
+        """`encode(text)`, exactly, from memoised line pieces: between keystrokes only the cursor's
+        piece is new. A tokenizer that does not split like GPT-2 (`splits_like_gpt2`) encodes whole."""
+        if self.piece_ids is None or not text:
+            return self.encode(text)
+        return [tid for ids in self.piece_ids(line_pieces(text)) for tid in ids]
 
 
 class Tokenizer(BPECodec):

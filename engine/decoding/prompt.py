@@ -13,9 +13,6 @@ from dataclasses import dataclass
 from ..core.tokenizer import Tokenizer
 
 
-LINE_COUNT_CACHE = 50_000      # lines whose token count is remembered (a few MB)
-
-
 @dataclass(frozen=True)
 class Snippet:
     path: str
@@ -41,21 +38,6 @@ class Budget:
                    int(default.snippet_tokens * scale))
 
 
-def _line_token_counts(tok: Tokenizer, lines: list[str]) -> list[int]:
-    """Tokens per line, remembered per tokenizer: between keystrokes only the cursor's line changes,
-    so a window is measured from a few dictionary lookups instead of re-encoding every line."""
-    cache = tok.line_counts
-    known = {line: cache.get(line) for line in lines}          # local: safe if another thread clears the memo
-    new = [line for line, n in known.items() if n is None]
-    if new:
-        fresh = dict(zip(new, (len(ids) for ids in tok.encode_batch(new))))
-        known.update(fresh)
-        if len(cache) + len(fresh) > LINE_COUNT_CACHE:
-            cache.clear()
-        cache.update(fresh)
-    return [known[line] for line in lines]
-
-
 def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:
     """Keep the longest tail of `prefix` that starts at a line start and fits `budget` tokens.
     The cursor line's own text is always kept (truncated from the left only if it alone is too long)."""
@@ -63,7 +45,7 @@ def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:
     lines = scan.splitlines(keepends=True)
     if len(scan) < len(prefix) and lines:
         lines = lines[1:] or lines  # the first scanned line may be cut mid-line
-    counts = _line_token_counts(tok, lines)
+    counts = tok.line_counts(lines)     # memoised: between keystrokes only the cursor's line is new
     used, keep = 0, 0
     for n in reversed(counts):
         if used + n > budget:
@@ -83,7 +65,7 @@ def cut_suffix(tok: Tokenizer, suffix: str, budget: int) -> str:
     lines = scan.splitlines(keepends=True)
     if len(scan) < len(suffix) and len(lines) > 1:
         lines = lines[:-1]
-    counts = _line_token_counts(tok, lines)
+    counts = tok.line_counts(lines)     # memoised: between keystrokes only the cursor's line is new
     used, keep = 0, 0
     for n in counts:
         if used + n > budget:
@@ -109,11 +91,18 @@ def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> list[in
 
 
 def context_ids(tok: Tokenizer, prefix: str, suffix: str, snippets: list[Snippet] | None = None,
-                budget: Budget = Budget(), cut: bool = True) -> list[int]:
-    """The token stream of the context. With cut=False the caller has already chosen the windows."""
+                budget: Budget = Budget(), cut: bool = True,
+                prefix_ids: list[int] | None = None, suffix_ids: list[int] | None = None) -> list[int]:
+    """The token stream of the context. With cut=False the caller has already chosen the windows,
+    and may pass their ids too (`tok.encode` of exactly `prefix` and `suffix`): they are not encoded
+    again."""
     if cut:
+        if prefix_ids is not None or suffix_ids is not None:
+            raise ValueError("prefix_ids/suffix_ids are the ids of windows already cut; pass them with cut=False")
         prefix = cut_prefix(tok, prefix, budget.prefix_tokens)
         suffix = cut_suffix(tok, suffix, budget.suffix_tokens)
+    prefix_ids = tok.encode(prefix) if prefix_ids is None else prefix_ids
+    suffix_ids = tok.encode(suffix) if suffix_ids is None else suffix_ids
     sp = tok.special
     return (snippet_ids(tok, snippets or [], budget.snippet_tokens)
-            + [sp.suffix] + tok.encode(suffix) + [sp.prefix] + tok.encode(prefix) + [sp.middle])
+            + [sp.suffix] + suffix_ids + [sp.prefix] + prefix_ids + [sp.middle])
