@@ -1,10 +1,19 @@
 """The completion pipeline and scheduler against a fake engine: ranges, typing-through cache,
-popup-selection, newest-request-wins, cancellation between steps, clean answers for bad input."""
+popup-selection, newest-request-wins, cancellation between steps, clean answers for bad input.
+
+What happens while a request waits is ordered by the test, not by sleeps: the debounce runs on a
+clock the test advances (`DebounceClock`), and a `HeldEngine` call waits between two steps until
+the test lets it go on."""
 import asyncio
+import dataclasses
+import itertools
+import threading
+import time
 
 import pytest
 from lsprotocol import types
 
+from spanfill.engine import Timings
 from spanfill.engine.core.tokenizer import Tokenizer
 from spanfill.server.completion import Query, inline_items, suggest
 from spanfill.server.session import Session
@@ -22,14 +31,89 @@ def tok(tiny_model):
     return Tokenizer.from_file(tiny_model / "tokenizer.json")
 
 
+class HeldEngine(FakeEngine):
+    """A FakeEngine whose calls stop between steps `hold_at - 1` and `hold_at` (at that step's poll of
+    request.cancelled) and set `held`, until the test sets `release`."""
+
+    def __init__(self, tokenizer, hold_at: int = 0, **args):
+        super().__init__(tokenizer, **args)
+        self.hold_at = hold_at
+        self.held, self.release = threading.Event(), threading.Event()
+
+    def complete(self, req):
+        asked, polls = req.cancelled, itertools.count()
+
+        def cancelled() -> bool:
+            if next(polls) == self.hold_at + 1:      # FakeEngine polls once before it starts, then per step
+                self.held.set()
+                self.release.wait()
+            return asked()
+        req.cancelled = cancelled
+        try:
+            return super().complete(req)
+        finally:
+            req.cancelled = asked
+
+
+class TimedEngine(FakeEngine):
+    """A FakeEngine whose results report fixed stage timings, so what the server logs is known."""
+
+    TIMINGS = Timings(tokenize_ms=2.0, context_ms=3.0, denoise_ms=40.0, total_ms=45.0)
+
+    def complete(self, req):
+        return dataclasses.replace(super().complete(req), timings=self.TIMINGS)
+
+
+class DebounceClock:
+    """Stands in for `asyncio` in the completion module: a debounce wait ends when the test calls
+    `elapse()`; everything else is asyncio's."""
+
+    def __init__(self):
+        self.waiting: list[asyncio.Future] = []
+
+    async def sleep(self, seconds: float) -> None:
+        future = asyncio.get_running_loop().create_future()
+        self.waiting.append(future)
+        await future
+
+    def elapse(self) -> None:
+        for future in self.waiting:
+            if not future.done():
+                future.set_result(None)
+        self.waiting.clear()
+
+    def __getattr__(self, name: str):
+        return getattr(asyncio, name)
+
+
+@pytest.fixture
+def clock(monkeypatch) -> DebounceClock:
+    clock = DebounceClock()
+    monkeypatch.setattr("spanfill.server.completion.asyncio", clock)
+    return clock
+
+
+async def until(condition, what: str, timeout_s: float = 10.0) -> None:
+    """Wait until condition() holds. The timeout only turns a hang into a failure."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what} after {timeout_s} s"
+        await asyncio.sleep(0.001)
+
+
+def queued_jobs(session: Session) -> int:
+    """Jobs waiting for the scheduler's worker thread (not the one it is running)."""
+    return session.scheduler._worker._work_queue.qsize()
+
+
 @pytest.fixture
 def make_session(tok):
-    """A session with an open document and a fake engine built with the given arguments."""
+    """A session with an open document and a fake engine (of `engine_class`) built with the given arguments."""
     sessions = []
 
-    def make(**engine_args):
+    def make(engine_class=FakeEngine, **engine_args):
         session = Session(Settings(debounce_ms=0))
-        engine = FakeEngine(tok, **engine_args)
+        engine = engine_class(tok, **engine_args)
         session.scheduler.engine, session.scheduler.state = engine, "ready"
         session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE))
         sessions.append(session)
@@ -37,6 +121,9 @@ def make_session(tok):
 
     yield make
     for session in sessions:
+        engine = session.scheduler.engine
+        if isinstance(engine, HeldEngine):
+            engine.release.set()                 # a failed test leaves no worker waiting
         session.scheduler.close()
 
 
@@ -98,63 +185,68 @@ async def test_selected_popup_entry_is_extended(setup):
     assert answer.texts == ["mathreturn a + b"] and answer.range == sel.range
 
 
-async def test_newest_request_wins_during_debounce(make_session):
+async def test_newest_request_wins_during_debounce(make_session, clock):
     session, engine = make_session()
-    session.settings = Settings(debounce_ms=300)   # long enough that a loaded machine still sends the second in time
+    session.settings = Settings(debounce_ms=300)
     first = asyncio.create_task(suggest(session, query(debounce=True)))
-    await asyncio.sleep(0.01)
     second = asyncio.create_task(suggest(session, query(debounce=True)))
+    await until(lambda: len(clock.waiting) == 2, "both requests in their debounce")
+    clock.elapse()
     assert await first is None and (await second).texts == ["return a + b"]
     assert len(engine.calls) == 1 and session.stats.superseded == 1
 
 
 async def test_superseded_while_queued_never_reaches_the_engine(make_session):
-    session, engine = make_session(steps=5, step_s=0.05)
+    session, engine = make_session(HeldEngine)
     other = "file:///w/other.py"
     session.documents.open(types.TextDocumentItem(other, "python", 1, "def f():\n    \n"))
     busy = asyncio.create_task(suggest(session, Query(other, types.Position(1, 4), 1, False)))
-    await asyncio.sleep(0.02)                          # the worker is now busy with `busy`
+    await asyncio.to_thread(engine.held.wait)          # the worker is busy with `busy` until released
     queued = asyncio.create_task(suggest(session, query()))
-    await asyncio.sleep(0.02)
+    await until(lambda: queued_jobs(session) == 1, "`queued` in the worker's queue")
     newest = asyncio.create_task(suggest(session, query()))
+    await until(lambda: queued_jobs(session) == 2, "`newest` in the worker's queue")
+    engine.release.set()
     assert await queued is None and (await newest).texts == ["return a + b"] and await busy
     assert len(engine.calls) == 2                      # busy and newest; queued was dropped
 
 
 async def test_running_request_stops_between_steps_when_superseded(make_session):
-    session, engine = make_session(steps=20, step_s=0.02)
+    session, engine = make_session(HeldEngine, steps=20, hold_at=5)
     first = asyncio.create_task(suggest(session, query()))
-    await asyncio.to_thread(engine.running.wait, 2)
+    await asyncio.to_thread(engine.held.wait)          # between its steps 4 and 5
     second = asyncio.create_task(suggest(session, query()))
+    await until(lambda: session.stats.requests == 2, "the second request")
+    engine.release.set()
     assert await first is None and (await second).texts
-    assert engine.stopped_at and engine.stopped_at[0] < 20
+    assert engine.stopped_at == [5]
 
 
 async def test_client_cancel_stops_the_engine(make_session):
-    session, engine = make_session(steps=20, step_s=0.02)
+    session, engine = make_session(HeldEngine, steps=20, hold_at=5)
     task = asyncio.create_task(suggest(session, query()))
-    await asyncio.to_thread(engine.running.wait, 2)
+    await asyncio.to_thread(engine.held.wait)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    for _ in range(100):                              # the worker notices within one step
-        if engine.stopped_at:
-            break
-        await asyncio.sleep(0.01)
-    assert session.stats.cancelled == 1 and engine.stopped_at[0] < 20
+    engine.release.set()
+    await until(lambda: engine.stopped_at, "the engine to stop")
+    assert session.stats.cancelled == 1 and engine.stopped_at == [5]
 
 
-async def test_a_document_closed_while_its_request_runs_keeps_no_state(make_session):
-    session, engine = make_session(steps=5, step_s=0.05)
+async def test_a_document_closed_while_its_request_runs_keeps_no_state(make_session, clock):
+    session, engine = make_session(HeldEngine, hold_at=2)
     running = asyncio.create_task(suggest(session, query()))
-    await asyncio.to_thread(engine.running.wait, 2)
+    await asyncio.to_thread(engine.held.wait)
     session.forget(URI)
+    engine.release.set()
     await running
     session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE))
     session.settings = Settings(debounce_ms=100)
     debounced = asyncio.create_task(suggest(session, query(debounce=True)))
-    await asyncio.sleep(0.01)
+    await until(lambda: clock.waiting, "the request in its debounce")
     session.forget(URI)                                           # closed during the debounce
+    clock.elapse()
     assert await debounced is None
     assert len(session.cache) == 0 and len(session.context_builder(engine)) == 0
 
@@ -189,14 +281,15 @@ async def test_a_request_the_engine_refuses_is_logged_and_answered_empty(make_se
 
 
 async def test_a_slow_engine_call_is_logged_with_its_stages(make_session, monkeypatch, caplog):
-    monkeypatch.setattr("spanfill.server.completion.SLOW_ENGINE_MS", 30.0)
-    session, engine = make_session(steps=4, step_s=0.01)
+    monkeypatch.setattr("spanfill.server.completion.SLOW_ENGINE_MS", 44.0)
+    session, engine = make_session(TimedEngine)                   # every call takes 45 ms, 40 of them decoding
     with caplog.at_level("WARNING", logger="spanfill.server.completion"):
         await suggest(session, query())
-    slow = [r.getMessage() for r in caplog.records if "slow engine call" in r.getMessage()]
-    assert len(slow) == 1 and "decode 4" in slow[0] and "10 context tokens, 5 encoded, 4 steps" in slow[0]
-    monkeypatch.setattr("spanfill.server.completion.SLOW_ENGINE_MS", 1e6)
-    caplog.clear()
-    await suggest(session, query(types.Position(4, 0)))
-    assert len(engine.calls) == 2
-    assert not [r for r in caplog.records if "slow engine call" in r.getMessage()]
+        slow = [r.getMessage() for r in caplog.records if "slow engine call" in r.getMessage()]
+        assert len(slow) == 1 and slow[0].startswith("slow engine call: 45 ms (window ")
+        assert "tokenize 2, prefill 3, decode 40; 10 context tokens, 5 encoded, 4 steps, 1 candidates)" in slow[0]
+        monkeypatch.setattr("spanfill.server.completion.SLOW_ENGINE_MS", 45.0)   # not slower than the limit
+        caplog.clear()
+        await suggest(session, query(types.Position(4, 0)))
+        assert len(engine.calls) == 2
+        assert not [r for r in caplog.records if "slow engine call" in r.getMessage()]
