@@ -10,9 +10,14 @@ bytes start with the stub's (`Equal`, `Eq`, …); the stub's bytes are then cut 
 
 Only stubs without inner whitespace are healed: a whitespace run (the indentation before the cursor)
 would need the first token to be a *prefix* of the stub, i.e. a multi-token constraint.
+
+The tokens extending a stub are one run of the vocabulary sorted by bytes, found by bisection: the
+stub changes with nearly every keystroke inside a word, and scanning every token's bytes for it cost
+more than encoding the whole context.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -35,14 +40,23 @@ class Healer:
     def __init__(self, tokenizer: Tokenizer, device: torch.device | str = "cpu"):
         self.tokenizer = tokenizer
         self.device = device
-        self._table = [tokenizer.token_bytes(i) for i in range(tokenizer.vocab_size)]
+        order = sorted(range(tokenizer.vocab_size), key=tokenizer.token_bytes)
+        self._sorted = [tokenizer.token_bytes(i) for i in order]      # token bytes, ascending
+        self._order = torch.tensor(order)                             # their token ids
         self._bias = lru_cache(maxsize=512)(self._make_bias)
+
+    def extending(self, stub: bytes) -> torch.Tensor:
+        """The ids of the tokens whose bytes start with `stub`."""
+        lo = end = bisect.bisect_left(self._sorted, stub)
+        while end < len(self._sorted) and self._sorted[end].startswith(stub):
+            end += 1
+        return self._order[lo:end]
 
     def _make_bias(self, stub: bytes) -> torch.Tensor:
         # an inference tensor, whoever asks first: the compiled step is specialised on that
         with torch.inference_mode():
-            allowed = torch.tensor([t.startswith(stub) for t in self._table], dtype=torch.bool)
-            return torch.zeros(len(self._table), device=self.device).masked_fill_(~allowed.to(self.device), float("-inf"))
+            bias = torch.full((len(self._sorted),), float("-inf"), device=self.device)
+            return bias.index_fill_(0, self.extending(stub).to(self.device), 0.0)
 
     def heal(self, ids: list[int]) -> Healing:
         """ids: a context stream ending `… <|prefix|> P <|middle|>` (prompt.context_ids)."""
