@@ -27,7 +27,8 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 SPECIAL_TOKENS = ("<|pad|>", "<|mask|>", "<|eom|>", "<|file|>", "<|suffix|>", "<|prefix|>", "<|middle|>")
-MEMO_ENTRIES = 50_000      # texts (lines, pieces) a memo remembers before it starts afresh (a few MB)
+LINE_ENTRIES = 50_000      # lines whose token count is remembered before the memo starts afresh (a few MB)
+PIECE_ENTRIES = 10_000     # line pieces whose ids are remembered (~650 bytes each): windows of many documents
 
 # what `\s` matches in the byte-level regex (Oniguruma's Unicode classes): Python's `\s` less \x1c-\x1f
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
@@ -68,7 +69,7 @@ class TextMemo(Generic[V]):
     """Values by text, the missing ones computed in one batch; emptied once it outgrows its limit.
     A lookup reads the memo once into a local dict, so another thread emptying it loses nothing."""
 
-    def __init__(self, compute: Callable[[list[str]], list[V]], limit: int = MEMO_ENTRIES):
+    def __init__(self, compute: Callable[[list[str]], list[V]], limit: int):
         self._compute, self._limit = compute, limit
         self._values: dict[str, V] = {}
 
@@ -115,8 +116,9 @@ class BPECodec:
         self.hf = hf
         self.hf.encode_special_tokens = True
         self.vocab_size = hf.get_vocab_size()
-        self.line_counts = TextMemo(lambda lines: [len(ids) for ids in self.encode_batch(lines)])
-        self.piece_ids = TextMemo(self.encode_batch) if splits_like_gpt2(hf) else None
+        self.line_counts = TextMemo(lambda lines: [len(ids) for ids in self.encode_batch(lines)], LINE_ENTRIES)
+        # None where line pieces are not exact: encode_cached then encodes whole
+        self.piece_ids = TextMemo(self.encode_batch, PIECE_ENTRIES) if splits_like_gpt2(hf) else None
 
     def encode(self, text: str) -> list[int]:
         if not text:
