@@ -35,8 +35,8 @@ def main():
     print(file_sizes(os.listdir(".")))
 '''
 BODY_CURSOR = types.Position(7, 8)
+BODY_OFFSET = len("".join(FUNCTION_BODY.splitlines(keepends=True)[:BODY_CURSOR.line])) + BODY_CURSOR.character
 DEBOUNCE_MS = 150
-BODY_OFFSET = len("".join(FUNCTION_BODY.splitlines(keepends=True)[:7])) + 8
 
 
 def starts_with_a_line(text: str) -> bool:
