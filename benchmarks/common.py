@@ -115,7 +115,10 @@ def machine() -> dict:
     return {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
             "cpu_model": cpu_model(), "cpu_fast_bf16": cpu_has_fast_bf16(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+            "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            # runnable processes over the last 1, 5, 15 minutes as the result is written: above what the
+            # benchmark itself runs, something else shared the cores while it measured
+            "load_average": [round(x, 2) for x in os.getloadavg()]}
 
 
 def write(name: str, payload: dict) -> Path:

@@ -100,7 +100,8 @@ def main(argv=None) -> int:
         name = f"completion AR ({passes} tokens)" if mode == "ar" else f"completion T={steps}"
         rows.append({"what": name, "mode": mode, "steps": steps, "forward_passes": passes,
                      **summary(timed(lambda: engine.complete(req), args.repeats))})
-    info = engine.info
+    # every row names the T it ran; the checkpoint's default T (engine.info["steps"]) governs none of them
+    info = {k: v for k, v in engine.info.items() if k != "steps"}
     print(f"model: {label} ({info['params'] / 1e6:.2f}M params, {info['dtype']}, {info['device']}), "
           f"context {ctx.context_tokens} tokens cached, L={L}")
     for r in rows:
