@@ -107,6 +107,15 @@ def splits_like_gpt2(hf: HFTokenizer) -> bool:
             and all(token.special for token in hf.get_added_tokens_decoder().values()))
 
 
+# a lone surrogate (JSON's "\ud800" reaches Python as one) has no UTF-8 form, and `tokenizers` refuses
+# the whole text; U+FFFD stands in for it, one character for one, so offsets into the text still hold
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    return LONE_SURROGATE.sub("\ufffd", text)
+
+
 class BPECodec:
     """What every tokenizer here shares (the spanfill one below, a public checkpoint's in families/):
     a `tokenizers` BPE that never matches special tokens in text, the per-line token-count memo that
@@ -123,10 +132,10 @@ class BPECodec:
     def encode(self, text: str) -> list[int]:
         if not text:
             return []
-        return self.hf.encode(text, add_special_tokens=False).ids
+        return self.hf.encode(encodable(text), add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
-        return [e.ids for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+        return [e.ids for e in self.hf.encode_batch([encodable(t) for t in texts], add_special_tokens=False)]
 
     def encode_cached(self, text: str) -> list[int]:
         """`encode(text)`, exactly, from memoised line pieces: between keystrokes only the cursor's

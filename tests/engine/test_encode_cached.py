@@ -15,7 +15,7 @@ import pytest
 import torch
 from tokenizers import AddedToken, normalizers, pre_tokenizers
 
-from spanfill.engine import CompletionRequest
+from spanfill.engine import CompletionRequest, Snippet
 from spanfill.engine.core.tokenizer import WHITESPACE, BPECodec, Tokenizer, line_pieces, splits_like_gpt2
 from spanfill.engine.decoding.healing import Healer
 from spanfill.engine.decoding.prompt import Budget, Snippet, context_ids, cut_prefix, cut_suffix
@@ -180,3 +180,20 @@ def test_the_engine_builds_its_context_from_sent_ids(engine, monkeypatch):
         engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, steps=2, cut=False,
                                           prefix_ids=tok.encode_cached(prefix), suffix_ids=tok.encode_cached(suffix)))
         assert prefix not in encoded and suffix not in encoded
+
+
+def test_a_lone_surrogate_encodes_as_the_replacement_character(tiny_tok):
+    """JSON may carry "\\ud800" (no UTF-8 form): it is encoded as U+FFFD instead of failing the text,
+    by every path, and an engine request whose context holds one is answered."""
+    text = "x = 'a\ud800b'\ny = 1\n"
+    same = text.replace("\ud800", "\ufffd")
+    assert tiny_tok.encode(text) == tiny_tok.encode(same)
+    assert tiny_tok.encode_cached(text) == tiny_tok.encode(same)
+    assert tiny_tok.encode_batch([text]) == [tiny_tok.encode(same)]
+
+
+def test_an_engine_request_with_a_lone_surrogate_is_answered(engine):
+    from spanfill.engine import CompletionRequest, Snippet
+    result = engine.complete(CompletionRequest(prefix="s = '\udc80", suffix="'\n",
+                                               snippets=[Snippet("other.py", "t = '\ud83d'\n")]))
+    assert len(result.texts) == 1
