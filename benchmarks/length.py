@@ -24,7 +24,8 @@ from spanfill.engine import DEFAULT_LENGTH, LENGTHS, build_tasks, read_split, sc
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_task_args(ap)
-    ap.add_argument("--lengths", nargs="+", default=list(LENGTHS), choices=LENGTHS)
+    ap.add_argument("--lengths", nargs="+", default=None, choices=LENGTHS,
+                    help="default: every strategy the model has (`head` needs a length head)")
     ap.add_argument("--no-ar", action="store_true", help="leave out the AR baseline")
     ap.add_argument("--eager", action="store_true", help="every strategy on the eager step (a fair latency comparison)")
     args = ap.parse_args(argv)
@@ -32,6 +33,8 @@ def main(argv=None) -> int:
     if engine.compiled is not None:
         engine.compiled.strict = False    # the non-default strategies run eagerly by design
     L = engine.model.cfg.span_length
+    if args.lengths is None:
+        args.lengths = [name for name in LENGTHS if name != "head" or engine.model.length_head is not None]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     settings = [("diffusion", length) for length in args.lengths] + ([] if args.no_ar else [("ar", DEFAULT_LENGTH)])
     runs: dict[tuple[str, str, str], list] = {}
