@@ -61,7 +61,6 @@ PRESETS: dict[str, ModelConfig] = {
                         span_length=16, steps=4, max_context_tokens=256),
     # Shipped default: sized for CPU training throughput (see MODEL_CARD.md): with some 10M tokens
     # per few hours of 2-core training, a smaller model learns more per FLOP than a wider one.
-    # Both learn the middle's length beside it (a head of 65 classes: counts 0..63 and 64 or more).
-    "small": ModelConfig(vocab_size=8192, dim=320, n_layers=6, n_heads=5, ffn_dim=864, length_classes=65),
-    "base": ModelConfig(vocab_size=8192, dim=512, n_layers=8, n_heads=8, ffn_dim=1408, length_classes=65),
+    "small": ModelConfig(vocab_size=8192, dim=320, n_layers=6, n_heads=5, ffn_dim=864),
+    "base": ModelConfig(vocab_size=8192, dim=512, n_layers=8, n_heads=8, ffn_dim=1408),
 }

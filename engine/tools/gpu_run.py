@@ -25,6 +25,7 @@ tests/test_gpu_run.py rehearses the whole command on the CPU with a tiny configu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -44,7 +45,8 @@ from ..decoding.prompt import Budget
 from ..training.corpus import build, default_sources, read_split
 from ..training.objective import BatchStream
 from ..training.samples import ExampleStream
-from ..training.train import SPAN_LENGTHS, TrainStep, lr_at, make_optimizer, tokenizer_texts
+from ..training.steps import TrainStep, make_optimizer
+from ..training.train import SPAN_LENGTHS, lr_at, tokenizer_texts
 
 MIB = 1 << 20
 # what the end of the run needs after training: saving the shards and loading them for evaluation
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="another split's held_out.jsonl, kept out of training with its versions")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--preset", default="base", choices=sorted(PRESETS))
+    ap.add_argument("--length-classes", type=int, default=65,
+                    help="the model's length head (config.length_classes: counts 0..K-2 and K-1 or more); 0 = none")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1.5e-3)
     ap.add_argument("--warmup", type=int, default=100, help="warm-up steps of the learning rate")
@@ -126,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "gpu_run.json").write_text(json.dumps(log, indent=2) + "\n")
 
     device = pick_device(args.device)
-    cfg = PRESETS[args.preset]
+    cfg = dataclasses.replace(PRESETS[args.preset], length_classes=args.length_classes)
     store_dtype = torch.bfloat16
     t0 = time.perf_counter()
     exclude = [f for path in args.exclude for f in read_split(path)]

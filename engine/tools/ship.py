@@ -43,7 +43,7 @@ def card(run: Path, data: Path, report: dict, train_command: str, steps: int | N
     state = json.loads((run / "train_state.json").read_text())
     stats = json.loads((data / "stats.json").read_text())
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
-    last = log[-20:]
+    last = [r for r in log if "ar_loss" in r][-20:]      # a head-only step (--head-only) logs its length loss alone
     ar = sum(r["ar_loss"] for r in last) / len(last)
     diff = sum(r["diffusion_loss"] for r in last) / len(last)
     model, _ = load_model(run)

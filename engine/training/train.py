@@ -33,15 +33,14 @@ from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
 from .samples import ExampleStream
 from ..core.model import SpanfillModel
-from .objective import Batch, BatchStream, context_width_for, length_loss, loss_terms
+from .objective import BatchStream, context_width_for
+from .steps import HeadStep, TrainStep, make_optimizer
 from ..decoding.prompt import Budget
 from ..core.tokenizer import train_tokenizer
 
 SPAN_LENGTHS = ((16, 0.25), (32, 0.5), (64, 0.25))
-# the length head's share of the loss: its cross-entropy is a few nats against the body's ~4, and
-# its gradient reaches every layer through one position per sequence
-LENGTH_WEIGHT = 0.1
 TOKENIZER_SAMPLE_BYTES = 40_000_000
+LOSSES = ("ar_loss", "diffusion_loss", "length_loss")      # as a step reports them, those it has
 
 
 def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1, progress: float | None = None) -> float:
@@ -53,88 +52,6 @@ def lr_at(step: int, total: int, peak: float, warmup: int, floor: float = 0.1, p
         progress = (step - warmup) / max(1, total - warmup)
     progress = min(1.0, progress)
     return peak * (floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress)))
-
-
-def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool, dynamic: bool = False):
-    """(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored, C, L)
-    -> (ar, diffusion, length); length is 0 for a model without a length head.
-
-    Compiled, the elementwise work around the matmuls (RMSNorm, RoPE, SwiGLU, casts, softmax) fuses,
-    which on a small CPU is much of a step's time: at one compile per shape, or (dynamic=True) one
-    graph whose batch and sequence sizes are symbols, for batches of varying context width."""
-    def loss_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored,
-                C: int, L: int):
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            if model.length_head is None:
-                logits, length_logits = model.forward_train(tokens, positions, mask), None
-            else:   # the context ends at <|middle|>, index C - 1 (left-padded to width C)
-                logits, length_logits = model.forward_train(tokens, positions, mask, length_at=C - 1)
-        return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L, length_logits, length_lo, length_censored)
-    return torch.compile(loss_fn, dynamic=dynamic) if compile_ else loss_fn
-
-
-def make_optimizer(model: SpanfillModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
-    # fused: one kernel per parameter group instead of a dozen elementwise ops per tensor
-    fused = device.type in ("cpu", "cuda")
-    return torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.1, fused=fused)
-
-
-class TrainStep:
-    """One optimiser step of the dense objective over `accum` batches: losses, backward, gradient
-    clipping at 1.0, the update. The one step `spanfill train`, the GPU run and the throughput
-    benchmark all run. compile_: the loss function through torch.compile; dynamic: its graph takes
-    any batch shape (bucketed batches) rather than one graph per shape."""
-
-    def __init__(self, model: SpanfillModel, opt: torch.optim.Optimizer, device: torch.device, amp_dtype,
-                 compile_: bool, dynamic: bool = False):
-        self.model, self.opt, self.device = model, opt, device
-        self.loss_fn = make_loss_fn(model, device, amp_dtype, compile_, dynamic)
-
-    def __call__(self, batches: list[Batch]) -> dict:
-        ar_sum = diff_sum = length_sum = 0.0
-        tokens = 0
-        for batch in batches:
-            tensors = [x.to(self.device, non_blocking=True) for x in (
-                batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked,
-                batch.t, batch.length_lo, batch.length_censored)]
-            ar, diff, length = self.loss_fn(*tensors, batch.context_width, batch.span_length)
-            ((ar + diff + LENGTH_WEIGHT * length) / len(batches)).backward()
-            ar_sum += ar.item() / len(batches)
-            diff_sum += diff.item() / len(batches)
-            length_sum += length.item() / len(batches)
-            tokens += batch.real_tokens
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0).item()
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return {"ar_loss": ar_sum, "diffusion_loss": diff_sum, "length_loss": length_sum, "grad_norm": grad_norm,
-                "tokens": tokens}
-
-
-class HeadStep:
-    """A step that fits only the length head, the body frozen: the causal context alone is encoded
-    (no span, no vocabulary projection, no backward through the body), so a trained model gets a
-    length head for a fraction of a training step's cost."""
-
-    def __init__(self, model: SpanfillModel, opt: torch.optim.Optimizer, device: torch.device, amp_dtype):
-        self.model, self.opt, self.device, self.amp_dtype = model, opt, device, amp_dtype
-        model.requires_grad_(False)
-        model.length_head.requires_grad_(True)
-
-    def __call__(self, batches: list[Batch]) -> dict:
-        length_sum, tokens = 0.0, 0
-        for batch in batches:
-            C = batch.context_width
-            with torch.no_grad(), torch.autocast(self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None):
-                h = self.model.hidden_train(batch.tokens[:, :C].to(self.device), batch.positions[:, :C].to(self.device),
-                                            batch.mask[:, :, :C, :C].to(self.device))[:, C - 1].float()   # [B, D]
-            loss = length_loss(self.model.length_logits(h), batch.length_lo.to(self.device),
-                               batch.length_censored.to(self.device))
-            (loss / len(batches)).backward()
-            length_sum += loss.item() / len(batches)
-            tokens += int(batch.mask[:, 0, C - 1, :C].sum())       # the real context tokens <|middle|> sees
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
-        return {"ar_loss": 0.0, "diffusion_loss": 0.0, "length_loss": length_sum, "grad_norm": 0.0, "tokens": tokens}
 
 
 def save_train_state(out: Path, opt: torch.optim.Optimizer, state: dict) -> None:
@@ -179,7 +96,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--accum", type=int, default=1)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--total-steps", type=int, default=6000, help="length of the cosine schedule")
+    ap.add_argument("--total-steps", type=int, default=6000,
+                    help="the step the cosine schedule ends at (with --new-schedule: its length, counted from the "
+                         "--init model's last step)")
     ap.add_argument("--minutes", type=float, default=float("inf"), help="stop (after saving) after this wall time")
     ap.add_argument("--save-minutes", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -190,6 +109,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--length-classes", type=int, default=None,
                     help="give the model a length head of this many classes (config.length_classes; a new "
                          "run's preset or an --init model without one); 0 = none")
+    ap.add_argument("--new-schedule", action="store_true",
+                    help="with --init: the warm-up and cosine start again at the --init model's last step")
     ap.add_argument("--head-only", action="store_true",
                     help="fit only the length head (HeadStep), the rest of the model frozen")
     ap.add_argument("--compile", action=argparse.BooleanOptionalAction, default=True,
@@ -206,11 +127,17 @@ def main(argv: list[str] | None = None) -> None:
     if (out / "train_state.json").exists():
         model, tok = load_model(out, device=device)
         cfg = model.cfg
+        if args.length_classes is not None and args.length_classes != cfg.length_classes:
+            ap.error(f"--length-classes {args.length_classes}: the run in {out} has {cfg.length_classes}; "
+                     f"a length head is added only when a run starts (--init)")
     elif args.init is not None:
         model, tok = load_model(args.init, device=device, dtype=torch.float32)
         cfg = model.cfg
         out.mkdir(parents=True, exist_ok=True)
-        if args.length_classes and model.length_head is None:
+        if args.length_classes is not None and args.length_classes != cfg.length_classes:
+            if model.length_head is not None:
+                ap.error(f"--length-classes {args.length_classes}: {args.init} has a length head of "
+                         f"{cfg.length_classes} classes already")
             cfg.length_classes = args.length_classes
             model.length_head = SpanfillModel(cfg).length_head.to(device)
         print(f"initialised from {args.init} ({model.num_params() / 1e6:.1f}M params)", file=sys.stderr)
@@ -237,8 +164,9 @@ def main(argv: list[str] | None = None) -> None:
         shipped_log = (args.init / "train_log.jsonl").read_text()
         (out / "train_log.jsonl").write_text(shipped_log)
         last = json.loads(shipped_log.splitlines()[-1])
-        # this run's schedule (warm-up, cosine over --total-steps) starts at the shipped run's last step
-        state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"], schedule_start=last["step"])
+        state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"])
+        if args.new_schedule:     # the warm-up and cosine over --total-steps start at the shipped run's last step
+            state["schedule_start"] = last["step"]
         stream.rng.seed(args.seed + last["step"])
         gen.manual_seed(args.seed + last["step"])
     if (out / "train_state.json").exists():
@@ -252,8 +180,9 @@ def main(argv: list[str] | None = None) -> None:
         kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
         log_path.write_text("".join(line + "\n" for line in kept))
     log = log_path.open("a")
-    if args.head_only and model.length_head is None:
-        ap.error("--head-only needs a model with a length head (--length-classes)")
+    if args.head_only and (model.length_head is None or (args.init is None and state["step"] == 0)):
+        ap.error("--head-only fits the length head of a trained model: start from one with --init and "
+                 "--length-classes (or resume such a run)")
     step = (HeadStep(model, opt, device, amp_dtype) if args.head_only
             else TrainStep(model, opt, device, amp_dtype, args.compile, dynamic=args.bucket))
     # unbucketed and compiled: pad every batch to the budget's width so each span length is one shape
@@ -278,17 +207,19 @@ def main(argv: list[str] | None = None) -> None:
             group["lr"] = lr
         L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
         result = step([batches.next(L) for _ in range(args.accum)])
-        ar_sum, diff_sum, grad_norm, tokens = (result[k] for k in ("ar_loss", "diffusion_loss", "grad_norm", "tokens"))
+        tokens = result["tokens"]
         state["step"] += 1
         state["tokens"] += tokens
         dt = time.time() - t0
-        record = {"step": state["step"], "tokens": state["tokens"], "ar_loss": round(ar_sum, 4),
-                  "diffusion_loss": round(diff_sum, 4), "length_loss": round(result["length_loss"], 4), "lr": lr, "grad_norm": round(grad_norm, 3),
-                  "span_length": L, "tokens_per_s": round(tokens / dt), "time": round(seconds_before + time.time() - start, 1)}
+        losses = {name: round(result[name], 4) for name in LOSSES if name in result}
+        record = {"step": state["step"], "tokens": state["tokens"], **losses, "lr": lr,
+                  "grad_norm": round(result["grad_norm"], 3), "span_length": L, "tokens_per_s": round(tokens / dt),
+                  "time": round(seconds_before + time.time() - start, 1)}
         log.write(json.dumps(record) + "\n")
         log.flush()
-        print(f"\rstep {state['step']}/{args.total_steps} {state['tokens'] / 1e6:.2f}M tok "
-              f"ar {ar_sum:.3f} diff {diff_sum:.3f} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
+        shown = " ".join(f"{name.split('_')[0]} {value:.3f}" for name, value in losses.items())
+        print(f"\rstep {state['step']} ({state['step'] - first}/{args.total_steps}) {state['tokens'] / 1e6:.2f}M tok "
+              f"{shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
         if time.time() - last_save > args.save_minutes * 60:
             checkpoint()
             last_save = time.time()

@@ -11,7 +11,8 @@ from spanfill.engine.training import corpus
 from spanfill.engine.training.samples import ExampleStream
 from spanfill.engine.training.objective import build_batch, losses
 from spanfill.engine.decoding.prompt import Budget
-from spanfill.engine.training.train import main as train_main, make_loss_fn
+from spanfill.engine.training.steps import make_loss_fn
+from spanfill.engine.training.train import main as train_main
 
 
 def _make_tree(root, n=300):
@@ -132,25 +133,30 @@ def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):
 
 
 def test_init_continues_a_shipped_model_without_its_run_directory(tiny_data, tmp_path):
-    """--init starts a run from a model directory: the step count and log continue the shipped run's,
-    and the learning-rate schedule (warm-up, cosine over --total-steps) starts afresh."""
+    """--init starts a run from a model directory: the step count and log continue the shipped run's;
+    --total-steps is the step the schedule ends at, or with --new-schedule the length of a schedule
+    (warm-up, cosine) that starts afresh."""
     common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "2", "--warmup", "2", "--no-compile"]
     train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "2"])
     from safetensors.torch import load_file
     shipped = load_file(str(tmp_path / "first" / "model.safetensors"))
-    train_main(common + ["--out", str(tmp_path / "second"), "--init", str(tmp_path / "first"), "--total-steps", "2"])
+    train_main(common + ["--out", str(tmp_path / "second"), "--init", str(tmp_path / "first"), "--total-steps", "2",
+                         "--new-schedule"])
     log = [json.loads(line) for line in (tmp_path / "second" / "train_log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4]
     assert log[2]["lr"] == log[0]["lr"] and log[3]["lr"] == log[1]["lr"]     # warm-up again
     assert json.loads((tmp_path / "second" / "train_state.json").read_text())["step"] == 4
     continued = load_file(str(tmp_path / "second" / "model.safetensors"))
     assert shipped.keys() == continued.keys() and any(not torch.equal(shipped[k], continued[k]) for k in shipped)
+    train_main(common + ["--out", str(tmp_path / "same"), "--init", str(tmp_path / "first"), "--total-steps", "2"])
+    same = load_file(str(tmp_path / "same" / "model.safetensors"))     # already at step 2: saved as loaded
+    assert all(torch.equal(shipped[k], same[k]) for k in shipped)
 
 
 def test_init_with_length_classes_adds_a_length_head(tiny_data, tmp_path):
     common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "2", "--warmup", "2", "--no-compile"]
     train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "1"])
-    train_main(common + ["--out", str(tmp_path / "head"), "--init", str(tmp_path / "first"), "--total-steps", "1",
+    train_main(common + ["--out", str(tmp_path / "head"), "--init", str(tmp_path / "first"), "--total-steps", "2",
                          "--length-classes", "17"])
     from spanfill.engine.core.checkpoint import load_model
     model, _ = load_model(tmp_path / "head")
@@ -205,7 +211,12 @@ def test_head_only_training_changes_the_length_head_and_nothing_else(tiny_data, 
     common = ["--data", str(tiny_data), "--preset", "tiny", "--batch", "4", "--warmup", "1", "--no-compile"]
     train_main(common + ["--out", str(tmp_path / "first"), "--total-steps", "1", "--length-classes", "17"])
     train_main(common + ["--out", str(tmp_path / "head"), "--init", str(tmp_path / "first"), "--total-steps", "3",
-                         "--head-only"])
+                         "--head-only"])     # steps 2 and 3
     before, after = load_file(str(tmp_path / "first" / "model.safetensors")), load_file(str(tmp_path / "head" / "model.safetensors"))
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed == {"length_head.weight", "length_head.bias"}
+    record = json.loads((tmp_path / "head" / "train_log.jsonl").read_text().splitlines()[-1])
+    assert "length_loss" in record and "ar_loss" not in record and record["grad_norm"] > 0
+    with pytest.raises(SystemExit):         # a head on a random body: refused
+        train_main(common + ["--out", str(tmp_path / "fresh"), "--total-steps", "1", "--length-classes", "17",
+                             "--head-only"])
