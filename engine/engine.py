@@ -180,13 +180,13 @@ class Engine:
                                 length=req.length, end=end)
             # the compiled and captured steps run the default length strategy and `head` (whose end is
             # placed before the steps) only
-            default_length = req.length in (DEFAULT_LENGTH, "head")
+            length_on_fast_steps = req.length in (DEFAULT_LENGTH, "head")
             static = self.static_denoiser if req.fast_steps else None
-            if static is not None and static.supports(cfg) and default_length:
+            if static is not None and static.supports(cfg) and length_on_fast_steps:
                 out = static.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
             else:
                 fused_step = None
-                if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and default_length:
+                if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and length_on_fast_steps:
                     bias = banned_bias(tuple(banned), self.model.cfg.vocab_size, self.model.embed.weight.device)
                     first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
 

@@ -397,10 +397,10 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
     pick = sampler(cfg, generator, L)
     plan = StepPlan(L, cfg.steps, deadline, cancelled)
     steps_run = 0
+    if not masked.any():         # an end placed at 0: nothing to decode
+        return DenoiseOutput(span, 0, False, False)
     for step in plan:
-        if not masked.any():     # an end placed at 0, or everything committed before the final step
-            break
-        if cfg.shrink_to:
+        if cfg.shrink_to:        # before every step: a placed end shrinks the span before the first
             n_keep = shrunk_length(span, masked, pad_id, cfg.shrink_to)
             if n_keep < span.shape[1]:
                 # fresh strides: a slice of a one-row span counts as contiguous but keeps the row
@@ -414,7 +414,7 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
         else:
             step_body(model, span, masked, context_len, kv, step.left, step.k, bias, first_bias, cfg.rule,
                       cfg.threshold, eom_id, pad_id, pick, length=cfg.length)
-        if step.final:
+        if step.final or not masked.any():   # done: the plan is not asked again (no cancel or deadline after it)
             break
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 

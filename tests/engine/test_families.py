@@ -216,6 +216,18 @@ def test_completes_through_engine_load(engines, variant):
     assert result.timings.total_ms > 0
 
 
+def test_windows_sent_with_their_ids_are_not_encoded_again(engines, monkeypatch):
+    engine = engines["dream"]
+    request = dict(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=2, span_length=16, cut=False)
+    by_text = engine.complete(CompletionRequest(**request))
+    ids = dict(prefix_ids=engine.tokenizer.encode(SAMPLE_PREFIX), suffix_ids=engine.tokenizer.encode(SAMPLE_SUFFIX))
+    monkeypatch.setattr(engine.tokenizer, "encode", lambda text: pytest.fail(f"encoded {text[:20]!r} again"))
+    by_ids = engine.complete(CompletionRequest(**request, **ids))
+    assert by_ids.texts == by_text.texts and by_ids.context_tokens == by_text.context_tokens
+    with pytest.raises(ValueError, match="already cut"):
+        engine.complete(CompletionRequest(**{**request, "cut": True}, **ids))
+
+
 @pytest.mark.parametrize("variant", ["dream", "llada"])
 def test_candidates_are_one_batch_and_the_greedy_one_matches_a_single_greedy_run(engines, variant):
     engine = engines[variant]

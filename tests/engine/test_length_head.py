@@ -73,3 +73,42 @@ def test_head_strategy_fills_the_span_when_the_head_says_it_runs_past_it(tiny_di
 def test_head_strategy_needs_a_model_with_a_length_head(engine):
     with pytest.raises(ValueError, match="length='head' needs a model with a length head"):
         engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head"))
+
+
+def test_a_span_finished_before_its_last_step_is_not_reported_cancelled(tiny_dir):
+    """The plan is not polled again once every position is committed: a cancel that arrives after the
+    span is done does not throw the finished span away."""
+    model, tok = load_model(tiny_dir, dtype=torch.float32)
+    sp = tok.special
+    ids = torch.tensor([tok.encode("x = ") + [sp.middle]])
+    kv = model.allocate_kv(ids.shape[1] + 16)
+    polls = []
+
+    def cancelled():
+        polls.append(1)
+        return len(polls) > 2          # true from the third poll: after two steps
+
+    with torch.inference_mode():
+        model.encode_context(ids, 0, kv)
+        cfg = DenoiseConfig(16, 4, banned=[sp.mask, sp.eom, sp.pad], end=2)
+        out = denoise(model, kv, ids.shape[1], 1, cfg, sp.mask, sp.eom, sp.pad, cancelled=cancelled)
+    assert out.steps_run == 2 and not out.cancelled and len(polls) == 2
+
+
+def test_the_static_span_denoiser_places_the_heads_end_too(tiny_dir):
+    """The CUDA path's static buffers (run here without graphs) start from the placed end as the
+    eager loop does. It keeps the whole span where the eager loop shrinks it, so the content may
+    differ (as under `pad`); without shrinking both decode the same tokens."""
+    from spanfill.engine.decoding.cuda_step import StaticSpanDenoiser
+    model, tok = load_model(tiny_dir, dtype=torch.float32)
+    sp = tok.special
+    ids = torch.tensor([tok.encode("def f(x):\n    return ") + [sp.middle]])
+    kv = model.allocate_kv(ids.shape[1] + 16)
+    cfg = DenoiseConfig(16, 4, banned=[sp.mask, sp.eom, sp.pad], end=5)
+    with torch.inference_mode():
+        model.encode_context(ids, 0, kv)
+        static = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad, graphs=False).denoise(kv, ids.shape[1], 1, cfg)
+        eager = denoise(model, kv, ids.shape[1], 1, cfg, sp.mask, sp.eom, sp.pad)
+    row = static.span[0].tolist()
+    assert row[5] == sp.eom and row[6:] == [sp.pad] * 10 and sp.mask not in row
+    assert static.span.tolist() == eager.span.tolist()
