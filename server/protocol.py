@@ -10,6 +10,8 @@ got no response at all, and a client waits for it forever. Here:
   a body that is not JSON               ParseError, id null (from the server's error handler)
   JSON that is not a request object     InvalidRequest (an array: LSP has no batches; a number;
                                         an object without "jsonrpc"; an id that is no int/string)
+  a request before `initialize`         ServerNotInitialized (LSP; a notification then is dropped,
+                                        `exit` excepted)
   a request after `shutdown`            InvalidRequest (LSP)
   a notification with invalid params    logged and dropped
   a reply to our request that does not deserialize   fails the request waiting for it
@@ -25,7 +27,7 @@ from typing import Any
 
 import cattrs
 from lsprotocol import types
-from pygls.exceptions import (JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest,
+from pygls.exceptions import (JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest, JsonRpcServerNotInitialized,
                               JsonRpcMethodNotFound, JsonRpcParseError)
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.protocol.json_rpc import RPCError, RPCNotification, RPCRequest, RPCResponse
@@ -88,6 +90,7 @@ class SpanfillProtocol(LanguageServerProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._request_futures = FutureTable(self._request_futures)
+        self._initialize_seen = False
 
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
         """pygls files the future of every coroutine or generator handler under its message id,
@@ -127,7 +130,12 @@ class SpanfillProtocol(LanguageServerProtocol):
             elif isinstance(message, RPCRequest) and (refusal := self._refusal(message.id, message.method,
                                                                                 message.jsonrpc)):
                 self._refuse(message.id, refusal)
+            elif (isinstance(message, RPCNotification) and not isinstance(message, RPCRequest)   # a request has both shapes
+                  and not self._initialize_seen and message.method != types.EXIT):
+                log.warning("dropped notification %r: it came before initialize", message.method)
             else:
+                if isinstance(message, RPCRequest) and message.method == types.INITIALIZE:
+                    self._initialize_seen = True
                 super().handle_message(message)
         except Exception:     # a handler's own errors are answered by pygls; this is anything else
             log.exception("could not handle message %s", str(message)[:200])
@@ -142,6 +150,9 @@ class SpanfillProtocol(LanguageServerProtocol):
             problem = f'its "jsonrpc" is {jsonrpc!r}, not {JSONRPC!r}'
         elif self._shutdown and method != types.EXIT:
             problem = "the server is shutting down (shutdown was requested); only exit is accepted"
+        elif not self._initialize_seen and method != types.INITIALIZE:
+            return JsonRpcServerNotInitialized(f"{JsonRpcServerNotInitialized.MESSAGE}: {method} came before "
+                                               f"initialize; send initialize first (LSP)")
         elif method not in self.fm.builtin_features and method not in self.fm.features:
             return JsonRpcMethodNotFound.of(method)
         else:

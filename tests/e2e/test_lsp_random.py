@@ -369,3 +369,16 @@ def test_a_reply_that_does_not_deserialize_fails_the_request_awaiting_it(server:
     assert server.wait(lambda: any(n["method"] == "window/showMessage" and "workspace/configuration"
                                    in n["params"]["message"] for n in server.notifications), 60)
     assert "result" in server.call("spanfill/status", {})
+
+
+def test_requests_before_initialize_are_refused_and_notifications_dropped(server: StdioClient, tiny_model):
+    """LSP: before `initialize` a request is answered ServerNotInitialized (-32002) and a notification
+    is dropped; `initialize` itself is served, and everything after it as usual."""
+    early = server.call("spanfill/status", {})
+    assert early["error"]["code"] == -32002 and "before initialize" in early["error"]["message"]
+    uri = "file:///early.py"
+    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                             "text": "x = 1\n"}})
+    initialize(server, tiny_model)
+    assert "result" in server.call("spanfill/status", {})
+    assert server.call("spanfill/document", {"uri": uri})["result"] is None     # the early didOpen was dropped
