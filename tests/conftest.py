@@ -1,7 +1,7 @@
 """Shared fixtures: one CPU thread for torch (a training run may own the cores), a tiny
-random-weight checkpoint, and the shipped model where it exists. Engines and the servers the tests
-start stay eager (SPANFILL_COMPILE=0): the compiled steps have their own test, and a background
-compile in every server would cost each test seconds of CPU."""
+random-weight checkpoint, two with few positions, and the shipped model where it exists. Engines
+and the servers the tests start stay eager (SPANFILL_COMPILE=0): the compiled steps have their own
+test, and a background compile in every server would cost each test seconds of CPU."""
 import json
 import os
 from pathlib import Path
@@ -56,6 +56,13 @@ def _model_that_says(prefix: str, suffix: str, wanted, dtype: str, directory: Pa
         if says(model):
             return model
     raise AssertionError(f"no tiny model seed in 1..15 completes {prefix[-40:]!r} as the test needs")
+
+
+@pytest.fixture(scope="session")
+def small_models(tmp_path_factory) -> tuple[Path, Path]:
+    """Two tiny checkpoints whose positions are far below 8192 tokens: 256 and 512 (long_context.py)."""
+    from long_context import build_small_models
+    return build_small_models(tmp_path_factory.mktemp("positions"))
 
 
 @pytest.fixture(scope="session")

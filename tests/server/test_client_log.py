@@ -27,6 +27,7 @@ def server(monkeypatch):
 
 def test_a_warning_after_the_loop_closed_is_dropped_not_raised(server):
     asyncio.run(lsp.on_initialize(server, PARAMS))
+    assert server.client_log in logging.getLogger("spanfill").handlers and server.client_log.loop.is_closed()
     log.warning("logged once the client has gone")
     assert server.sent == []
 

@@ -5,23 +5,13 @@ import dataclasses
 import pytest
 from lsprotocol import types
 
-from spanfill.engine.testing import SAMPLE_CODE, build_tiny_model
 from spanfill.server.completion import Query, suggest
 from spanfill.server.session import Session
 from spanfill.server.settings import Settings
 
+from long_context import LONG_FILE, MIDDLE, SPAN
+
 URI = "file:///w/long.py"
-LONG_FILE = SAMPLE_CODE * 60                   # ~1,800 lines
-MIDDLE = types.Position(LONG_FILE.count("\n") // 2, 0)
-SPAN = 16                                      # the tiny preset's span length
-
-
-@pytest.fixture(scope="module")
-def small_models(tmp_path_factory):
-    """Two tiny checkpoints whose positions are far below 8192 tokens: 256 and 512."""
-    root = tmp_path_factory.mktemp("positions")
-    return (build_tiny_model(root / "p256", max_positions=256, max_context_tokens=128),
-            build_tiny_model(root / "p512", max_positions=512))
 
 
 @pytest.fixture
