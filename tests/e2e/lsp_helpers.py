@@ -81,6 +81,11 @@ async def first_suggestion(client: LanguageClient, uri: str, text: str, position
     pytest.fail("the model proposed nothing at any of the positions tried")
 
 
+def starts_with_a_line(text: str) -> bool:
+    """Whether `text` has a non-blank first line: the completion fallback offers only that line."""
+    return bool(text.strip()) and bool(text.splitlines()[0].strip())
+
+
 def closes_an_open_paren(text: str) -> bool:
     """Whether `text` has a ")" that matches no "(" of its own (it would close one before the cursor)."""
     depth = 0

@@ -12,7 +12,7 @@ from pytest_lsp import LanguageClient
 
 from spanfill.server.headless import wait_until_loaded
 
-from lsp_helpers import CONFIG, capabilities, open_doc, options, status
+from lsp_helpers import CONFIG, capabilities, open_doc, options, starts_with_a_line, status
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -27,10 +27,6 @@ async def within_timeout(awaitable, what: str):
         return await asyncio.wait_for(awaitable, TIMEOUT_S)
     except asyncio.TimeoutError:
         pytest.fail(f"no {what} within {TIMEOUT_S} s")
-
-
-def starts_with_a_line(text: str) -> bool:
-    return bool(text.strip()) and bool(text.splitlines()[0].strip())
 
 
 @pytest.fixture(scope="module")
