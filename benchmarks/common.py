@@ -1,4 +1,5 @@
-"""Shared benchmark plumbing: timing with warm-up, percentiles, model selection, result files."""
+"""Shared benchmark plumbing: timing with warm-up, percentiles, model selection, the server's status
+as JSON, result files."""
 from __future__ import annotations
 
 import json
@@ -119,6 +120,15 @@ def machine() -> dict:
             # runnable processes over the last 1, 5, 15 minutes as the result is written: above what the
             # benchmark itself runs, something else shared the cores while it measured
             "load_average": [round(x, 2) for x in os.getloadavg()]}
+
+
+def as_dict(value):
+    """pygls hands back unknown results (spanfill/status) as namedtuples; JSON wants dicts."""
+    if hasattr(value, "_asdict"):
+        return {k: as_dict(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [as_dict(v) for v in value]
+    return value
 
 
 def write(name: str, payload: dict) -> Path:

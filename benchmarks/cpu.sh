@@ -23,6 +23,7 @@ $PY benchmarks/engine_sweep.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/limit.py "${MODEL_ARGS[@]}"
 $PY benchmarks/span_cut.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/int8.py --data "$DATA" "${MODEL_ARGS[@]}"
+$PY benchmarks/tokenize_time.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}"
 # the server's threads and the machine's other load varied (the threads table)
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --name replay_threads2

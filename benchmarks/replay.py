@@ -13,26 +13,18 @@ VS Code does, first a $/cancelRequest for the previous request if it is still ou
 
 The headline is what a user waits for, per keystroke: *keystroke to suggestion*, from the keystroke
 (its request sent) to the first answer the editor shows for it or for a later keystroke of the same
-body. An answer is shown when it reaches the client before the next keystroke; one that comes later
-answers a text already changed, so the editor drops it (its request was cancelled). A keystroke whose
-request was cancelled therefore waits on until a later keystroke's answer arrives, and the last
-keystroke of a body (the user stops typing) waits for its own answer, however long it takes. An
-empty answer counts as shown: the server has answered for that text and the editor shows no ghost
-text (how many waits ended that way is reported). A keystroke after which no answer is shown before
-the body ends (every later request cancelled or never answered) has an endless wait: it ranks above
-every finite one in the percentiles, and a percentile that falls on it is reported as null. The
-editor's own carrying of a suggestion while the user types through it is not credited: the wait
-runs to the server's answer. Beside it: the share of keystrokes answered before the next key, and
-the round trip of those answered requests alone (request sent -> response read), which leaves out
-exactly the slow requests a keystroke cancelled.
+body; waits.py counts it (a keystroke whose request was cancelled waits on; one never answered waits
+for ever). Beside it: the share of keystrokes answered before the next key, and the round trip of
+those answered requests alone (request sent -> response read), which leaves out exactly the slow
+requests a keystroke cancelled.
 
 Also reported: which answers came from the typing-through cache (the server says so in each item);
 how many suggestions began with the very next keystroke (where typing through can answer next); and
 the server's own view from `spanfill/status` (cache hit rate, context-token reuse,
 superseded/cancelled, the engine's latency percentiles per stage). Engine answers' latencies would
 include the server's debounce (`debounceMs`), since an editor waits for it too; it is 0 by default
-(editors debounce before they ask), and the replay keeps it. The latency goals (GOALS_MS) are judged
-on keystroke to suggestion. Writes results/<name>.json and results/<name>.png.
+(editors debounce before they ask), and the replay keeps it. The latency goals (waits.GOALS_MS) are
+judged on keystroke to suggestion. Writes results/<name>.json and results/<name>.png.
 
 `--threads N` sets the server's `threads` (default: its own, one fewer than the cores);
 `--background-load K` keeps K other processes busy on the CPU while typing (a build, a test run),
@@ -44,10 +36,8 @@ import argparse
 import ast
 import asyncio
 import itertools
-import math
 import random
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,7 +51,9 @@ from pygls.lsp.client import LanguageClient
 
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402
-from common import percentile, write  # noqa: E402
+import waits  # noqa: E402
+from common import write  # noqa: E402
+from replay_show import plot, show  # noqa: E402
 
 from spanfill.engine import read_split  # noqa: E402
 from spanfill.server.headless import (ClientDocument, answered_by, make_client, start, status, stop,  # noqa: E402
@@ -71,7 +63,6 @@ REGIONS_PER_FILE = 3
 BODY_LINES = (3, 8)            # function bodies of about five lines
 PAUSE_S = 0.3                  # between regions: the user moves to another function (not measured)
 DRAIN_TIMEOUT_S = 60           # wait this long for the last request of a region
-GOALS_MS = {"p50": 30, "p95": 60}
 
 
 @dataclass(frozen=True)
@@ -210,28 +201,6 @@ async def type_region(client: LanguageClient, run: Replay, uri: str, text: str, 
     run.regions.append({"path": region.path, "line": region.line, "keys": len(mine), "body_keys": len(keys)})
 
 
-# -- what the user waits for ---------------------------------------------------------------------
-def answers_shown(requests: list[Request]) -> list[Request | None]:
-    """For each keystroke (requests in the order they were sent), the request whose answer ended its
-    wait: its own where that was shown, else the first later one of the same body that was; None
-    where none was."""
-    out: list[Request | None] = []
-    ends, region = None, None
-    for req in reversed(requests):
-        if req.region != region:
-            ends, region = None, req.region
-        if req.shown:
-            ends = req
-        out.append(ends)
-    return out[::-1]
-
-
-def keystroke_waits_ms(requests: list[Request]) -> list[float]:
-    """Keystroke to suggestion per keystroke, in ms; inf where no answer was shown after it."""
-    return [(end.received - req.sent) * 1e3 if end else math.inf
-            for req, end in zip(requests, answers_shown(requests))]
-
-
 # -- the run -------------------------------------------------------------------------------------
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -263,41 +232,7 @@ class BusyProcesses:
             p.wait()
 
 
-def ms_summary(values: list[float]) -> dict:
-    """count, p50/p95/p99, mean and max, in ms; an endless wait (inf) ranks above every other, and a
-    figure it decides is null."""
-    if not values:
-        return {"count": 0}
-    figure = lambda v: round(v, 2) if math.isfinite(v) else None   # noqa: E731
-    return {"count": len(values), **{f"p{q}": figure(percentile(values, q)) for q in (50, 95, 99)},
-            "mean": figure(statistics.fmean(values)), "max": figure(max(values))}
-
-
-def as_dict(value):
-    """pygls hands back unknown results as namedtuples; JSON wants dicts."""
-    if hasattr(value, "_asdict"):
-        return {k: as_dict(v) for k, v in value._asdict().items()}
-    if isinstance(value, (list, tuple)):
-        return [as_dict(v) for v in value]
-    return value
-
-
-def goals_met(wait: dict) -> bool:
-    return all(wait.get(q) is not None and wait[q] < goal for q, goal in GOALS_MS.items())
-
-
 def report(run: Replay, server: dict, args, seconds: float) -> dict:
-    sent = run.requests
-    cancelled = [r for r in sent if r.cancelled]
-    answered = [r for r in sent if r.shown]
-    failed = [r for r in sent if not r.cancelled and r.text is None]
-    ms = {r.key: (r.received - r.sent) * 1e3 for r in answered}
-    by_source = {s: ms_summary([ms[r.key] for r in answered if r.source == s]) for s in ("cache", "engine")}
-    ends = answers_shown(sent)
-    waits = keystroke_waits_ms(sent)
-    ended_by = ["never" if end is None else end.source if end is req else "later" for req, end in zip(sent, ends)]
-    wait = ms_summary(waits)
-    cache_answers = sum(r.source == "cache" for r in answered)
     return {
         "command": "python benchmarks/replay.py " + " ".join(args.argv),
         "model": server.get("model") or args.model, "device": server.get("device"), "dtype": server.get("dtype"),
@@ -306,112 +241,10 @@ def report(run: Replay, server: dict, args, seconds: float) -> dict:
                    "max_keys": args.max_keys, "seed": args.seed, "data": str(args.data),
                    "threads": args.threads, "background_load": args.background_load},
         "regions": run.regions,
-        "requests": {"sent": len(sent), "answered": len(answered), "cancelled": len(cancelled),
-                     "failed": len(failed), "answered_empty": sum(r.text == "" for r in answered),
-                     "cancelled_but_answered": sum(r.text is not None for r in cancelled)},
-        "keystroke_to_suggestion_ms": wait,
-        "keystrokes": {"count": len(sent), "answered_before_next_key": len(answered),
-                       "share_unanswered_before_next_key": round(1 - len(answered) / len(sent), 4) if sent else None,
-                       "waited_for_a_later_key": ended_by.count("later"), "never_shown": ended_by.count("never"),
-                       "ended_on_an_empty_answer": sum(end is not None and end.text == "" for end in ends)},
-        "latency_ms": ms_summary(list(ms.values())),      # round trips of the answered requests alone
-        "latency_ms_by_source": by_source,
-        "typing_through": {"answered_from_cache": cache_answers,
-                           "share_answered_from_cache": round(cache_answers / len(answered), 4) if answered else None,
-                           "next_key_matches": run.next_key_matches, "whole_suggestion_correct": run.whole_correct,
-                           "suggestions": sum(bool(r.text) for r in answered)},
-        "key_lag_ms": ms_summary(run.key_lag_ms),
-        "goals_ms": GOALS_MS,
-        "goals_judged_on": "keystroke_to_suggestion_ms",
-        "goals_met": goals_met(wait),
-        "wait_samples_ms": [round(v, 3) if math.isfinite(v) else None for v in waits],
-        "wait_ended_by": ended_by,        # the keystroke's own answer (cache, engine), a later one's, never
-        "latency_samples_ms": [round(v, 3) for v in ms.values()],
-        "sources": [r.source for r in answered],
+        **waits.account(run),
         "server": server,
         "seconds": round(seconds, 1),
     }
-
-
-def show(result: dict) -> None:
-    req, lat, tt, srv = result["requests"], result["latency_ms"], result["typing_through"], result["server"]
-    wait, keys = result["keystroke_to_suggestion_ms"], result["keystrokes"]
-    slat, seng = srv.get("latencyMs", {}), srv.get("engineMs", {})
-
-    def pct(d: dict) -> str:
-        return "  ".join(f"{q} " + ("  never" if d[q] is None else f"{d[q]:7.1f}") for q in ("p50", "p95", "p99")
-                         if q in d) or "no samples"
-
-    def share(part, whole) -> str:
-        return f"{part} ({100 * part / whole:.0f}%)" if whole else str(part)
-
-    print(f"\nspanfill replay: {len(result['regions'])} bodies in {result['config']['files']} held-out files, "
-          f"{req['sent']} keystrokes at {result['config']['interval_ms']:g} ms; model {result['model']} on "
-          f"{result['device']} ({result['dtype']}, {result['threads']} thread{'' if result['threads'] == 1 else 's'}), "
-          f"{result['seconds']} s" + (f", {busy} busy processes beside it" if (busy := result['config']['background_load']) else ""))
-    print(f"  keystroke to suggestion (ms)  {pct(wait)}   (n={wait['count']}; goal p50 < {GOALS_MS['p50']}, "
-          f"p95 < {GOALS_MS['p95']}: {'met' if result['goals_met'] else 'not met'})")
-    print(f"    answered before the next key {share(keys['answered_before_next_key'], keys['count'])}; waited for a "
-          f"later key's answer {keys['waited_for_a_later_key']}; never shown {keys['never_shown']}; "
-          f"ended on an empty answer {keys['ended_on_an_empty_answer']}")
-    print(f"  requests            sent {req['sent']}   answered {share(req['answered'], req['sent'])}   "
-          f"cancelled by the next key {req['cancelled']} ({req['cancelled_but_answered']} answered first)   "
-          f"failed {req['failed']}   empty answers {req['answered_empty']}")
-    print(f"  round trip (ms)     {pct(lat)}   (n={lat['count']}: the answered requests alone)")
-    for source, d in result["latency_ms_by_source"].items():
-        print(f"    from {source:<6}       {pct(d)}   (n={d['count']})")
-    print(f"  typing-through      {share(tt['answered_from_cache'], req['answered'])} answers from the cache "
-          f"(server: {srv.get('cacheHits')} hits, hit rate {srv.get('cacheHitRate')}); "
-          f"{tt['next_key_matches']} of {tt['suggestions']} suggestions began with the next keystroke, "
-          f"{tt['whole_suggestion_correct']} were exactly right")
-    reuse = srv.get("contextReuseRate")
-    print(f"  server              {srv.get('requests')} requests, {srv.get('engineCalls')} engine calls, "
-          f"superseded {srv.get('superseded')}, cancelled {srv.get('cancelled')}, context tokens reused "
-          f"{'n/a' if reuse is None else f'{100 * reuse:.0f}%'}")
-    print(f"    server latency    {pct(slat)}   engine {pct(seng)}")
-    for name, d in (srv.get("engineStagesMs") or {}).items():
-        print(f"      engine {name:<10} {pct(d)}")
-    fallbacks = srv.get("compiledFallbacks")
-    if fallbacks is not None:
-        print("    compiled steps    calls that ran eagerly (guards rejected them): "
-              + ", ".join(f"{k} {v}" for k, v in fallbacks.items()))
-    print(f"  keystroke lag (ms)  {pct(result['key_lag_ms'])}   (how late the client sent keys; large = busy machine)")
-
-
-def plot(result: dict, path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    waits, ended_by = result["wait_samples_ms"], result["wait_ended_by"]
-    fig, (hist, cdf) = plt.subplots(1, 2, figsize=(11, 4.2))
-    kinds = {"cache": "its own answer, typing-through cache", "engine": "its own answer, engine",
-             "later": "a later keystroke's answer"}
-    hist.hist([[v for v, by in zip(waits, ended_by) if by == kind] for kind in kinds], bins=40, stacked=True,
-              label=list(kinds.values()))
-    hist.set_xlabel("keystroke to suggestion (ms), ended by")
-    hist.set_ylabel("keystrokes")
-    hist.legend(fontsize=8)
-    for samples, style, label in ((waits, "k-", "keystroke to suggestion"),
-                                  (result["latency_samples_ms"], "k:", "round trip, answered requests alone")):
-        shown = sorted(v for v in samples if v is not None)    # never shown: the curve stops short of 1
-        cdf.plot(shown, [(i + 1) / len(samples) for i in range(len(shown))], style, drawstyle="steps-post", label=label)
-    for q, colour in (("p50", "tab:blue"), ("p95", "tab:orange"), ("p99", "tab:red")):
-        value = result["keystroke_to_suggestion_ms"][q]
-        if value is not None:
-            cdf.axvline(value, color=colour, label=f"{q} {value:.1f} ms")
-    for q, goal in GOALS_MS.items():
-        cdf.axvline(goal, color="grey", linestyle=":", label=f"goal {q} < {goal} ms")
-    cdf.set_xlabel("ms")
-    cdf.set_ylabel("fraction")
-    cdf.legend(fontsize=8)
-    for ax in (hist, cdf):
-        ax.grid(alpha=0.3)
-    keys = result["keystrokes"]
-    fig.suptitle(f"spanfill replay: {keys['count']} keystrokes, {keys['answered_before_next_key']} answered before "
-                 f"the next key; {result['model']} on {result['device']} ({result['dtype']})", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 async def replay(args, chosen) -> tuple[Replay, dict] | None:
@@ -437,7 +270,7 @@ async def replay(args, chosen) -> tuple[Replay, dict] | None:
                     uri = f"file:///spanfill-replay/{i}/{path}"
                     await type_region(client, run, uri, text, region, budget, args.interval_ms / 1e3)
                     await asyncio.sleep(PAUSE_S)
-        return run, as_dict(await status(client))
+        return run, common.as_dict(await status(client))
     finally:
         await stop(client)
 

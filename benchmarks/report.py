@@ -6,9 +6,11 @@ wrote under benchmarks/results/ (one section per directory: one machine and dtyp
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
 span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json),
-gpu_latency.json (gpu.sh) and families[_cuda].json (benchmarks/families.py); a missing file leaves
-its table out. Nothing here measures anything: every number is copied from a result file, beside
-the command that wrote it, the date it was written and the machine it names.
+tokenize_time.json, gpu_latency.json (gpu.sh), families[_cuda].json (benchmarks/families.py),
+length.json and train_throughput.json; a missing file leaves its table out. report_sections.py and
+report_replay.py render the sections; this file puts each directory's together under its machine,
+with the goals table. Nothing here measures anything: every number is copied from a result file,
+beside the command that wrote it, the date it was written and the machine it names.
 """
 from __future__ import annotations
 
@@ -19,6 +21,12 @@ import subprocess
 import sys
 from datetime import date
 from pathlib import Path
+
+from report_format import ms, pct, shown, table
+from report_replay import REPLAY_VARIANTS, replay_goal_row, replay_section, threads_section
+from report_sections import (by_kind, cold_rows, eval_section, families_section, gpu_section, int8_section,
+                             length_section, limit_section, micro_section, span_cut_section, sweep_section,
+                             tokenize_time_section, train_throughput_section)
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -47,298 +55,6 @@ def written_on(path: Path, report: dict) -> str:
     return date.fromtimestamp(path.stat().st_mtime).isoformat()
 
 
-def table(header: list[str], rows: list[list]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
-def ms(x: float) -> str:
-    return f"{x:.1f}" if x >= 10 else f"{x:.2f}"
-
-
-def speed(baseline_ms: float, this_ms: float) -> str:
-    """How this compares with the baseline: '1.60x faster', or '1.25x slower' where it takes longer."""
-    x = baseline_ms / this_ms
-    return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.2f}x slower"
-
-
-def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' (the default rule goes unnamed)."""
-    if row["mode"] == "ar":
-        return "AR"
-    rule = row.get("rule", "content")
-    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
-
-
-def engine_line(info: dict) -> str:
-    steps = "compiled steps" if info.get("compiled") else "eager"
-    int8 = " with int8 matmuls" if info.get("int8_matmuls") else ""
-    return (f"{info.get('params', 0) / 1e6:.1f}M-parameter model, {info.get('dtype')}{int8} on {info.get('device')}, "
-            f"{steps}, L={info.get('span_length')}")
-
-
-def shown(row: dict, key: str, fmt) -> str:
-    return fmt(row[key]) if key in row else "-"    # a result file without the shown scores
-
-
-def by_kind(report: dict) -> dict:
-    return {(r["kind"], decoding_label(r)): r for r in report["results"]}
-
-
-def eval_section(report: dict, where: str = "") -> list[str]:
-    rows = []
-    for r in sorted(report["results"], key=lambda r: (r["kind"] != "single", r["mode"] == "ar", r.get("rule", ""),
-                                                     r["steps"] or 0)):
-        rows.append([f"{r['kind']}-line", decoding_label(r), r["tasks"],
-                     pct(r["exact_match"]), f"{r['edit_similarity']:.3f}", shown(r, "shown_exact_match", pct),
-                     shown(r, "shown_edit_similarity", "{:.3f}".format), ms(r["latency_median_ms"]),
-                     ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}",
-                     shown(r, "shown_chars_mean", "{:.1f}".format), shown(r, "reference_chars_mean", "{:.1f}".format)])
-    out = [f"**Held-out quality and latency** ({where}{engine_line(report['model'])}; `{report['command']}`). "
-           "*raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows:", "",
-           table(["task", "decoding", "tasks", "exact match (raw)", "edit sim. (raw)", "exact match (shown)",
-                  "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes", "chars shown", "chars in reference"], rows)]
-    by = by_kind(report)
-    ar = by.get(("single", "AR"))
-    for steps in (4, 8):    # the goals' T, and T=8 (one token per pass on most single lines) beside it
-        d = by.get(("single", f"diffusion T={steps}"))
-        if d and ar:
-            out += ["", f"Single-line, T={steps} vs. AR of the same weights: exact match {pct(d['exact_match'])} vs. "
-                        f"{pct(ar['exact_match'])} raw, {shown(d, 'shown_exact_match', pct)} vs. "
-                        f"{shown(ar, 'shown_exact_match', pct)} shown, median latency {ms(d['latency_median_ms'])} vs. "
-                        f"{ms(ar['latency_median_ms'])} ms: **{speed(ar['latency_median_ms'], d['latency_median_ms'])}**."]
-    return out
-
-
-def sweep_section(report: dict, where: str = "") -> list[str]:
-    rows = [[r["name"], r["kind"], ms(r["latency_median_ms"]), ms(r["latency_p95_ms"]), f"{r['tokens_per_s']:.0f}",
-             pct(r["exact_match"]), f"{r['edit_similarity']:.3f}"] for r in report["rows"]]
-    out = [f"**Engine sweep** ({where}{report['tasks']} held-out single-line tasks, {engine_line(report['engine'])}; "
-           f"`{report['command']}`). *warm*: the task's context is already in the KV cache, as while typing; "
-           "*cold*: the context is encoded inside the timed call (the like-for-like comparison with `generate()`).", "",
-           table(["decoding", "context", "p50 ms", "p95 ms", "tokens/s", "exact match", "edit sim."], rows)]
-    d4, ar, hf = cold_rows(report)
-    if d4 and ar and hf:
-        out += ["", f"Cold, L=32, T=4 diffusion: {speed(ar['latency_median_ms'], d4['latency_median_ms'])} per "
-                    f"completion than AR mode of the same weights and {speed(hf['latency_median_ms'], d4['latency_median_ms'])} "
-                    f"than `transformers` `generate()` (median latency, one run)."]
-    if report.get("generate_equals_ar") is not None:
-        dtype = report["engine"].get("dtype", "")
-        rest = ("" if report["generate_equals_ar"] >= 1 else
-                f"; on the rest the two diverge somewhere (both run {dtype}, through different kernels)")
-        out += [f"`generate()` on the Llama export wrote exactly spanfill's AR-mode text on "
-                f"{pct(report['generate_equals_ar'])} of the tasks{rest}."]
-    return out
-
-
-def cold_rows(report: dict) -> tuple:
-    by = {(r["name"], r["kind"]): r for r in report["rows"]}
-    return (by.get(("diffusion L=32 T=4", "cold")), by.get(("AR L=32", "cold")),
-            by.get(("transformers generate() L=32", "cold")))
-
-
-def micro_section(report: dict, where: str = "") -> list[str]:
-    rows = [[r["what"], ms(r["median_ms"]), ms(r["p95_ms"])] for r in report["rows"]]
-    out = [f"**Per step and per completion** ({where}{engine_line(report['engine'])}, context of "
-           f"{report['context_tokens']} tokens cached; `python benchmarks/engine_micro.py --model DEFAULT`):", "",
-           table(["what", "median ms", "p95 ms"], rows)]
-    seconds = report["engine"].get("compile_seconds")
-    if seconds:
-        out += ["", f"Compiling the steps (in the background, at load) took {seconds:.0f} s in this run."]
-    return out
-
-
-def cached_bound(r: dict) -> str:
-    if "weight_read_bound_ms" not in r:
-        return ""
-    return (f"; reading them at the {r['weight_sized_read_bandwidth_gbs']:.1f} GB/s measured on a weight-sized "
-            f"array (cache-resident, as the weights are between steps) takes {ms(r['weight_read_bound_ms'])} ms "
-            f"(**{r['ratio_to_weight_read_bound']}x**)")
-
-
-def kv_bound(r: dict) -> str:
-    if "weight_and_kv_stream_bound_ms" not in r:
-        return ""
-    return (f", or {ms(r['weight_and_kv_stream_bound_ms'])} ms with the {r['kv_bytes'] / 1e6:.1f} MB of cached keys "
-            f"and values its attention reads too (**{r['ratio_to_weight_and_kv_stream_bound']}x**)")
-
-
-def limit_section(r: dict, where: str = "") -> list[str]:
-    kind = "compiled" if r["engine"].get("compiled") else "eager"
-    eager = f" (eager: {ms(r['eager_step']['median_ms'])} ms)" if "eager_step" in r and kind == "compiled" else ""
-    return [f"**Limit** ({where}{r['engine'].get('dtype')}; `python benchmarks/limit.py`): one {kind} span step "
-            f"(L={r['span_length']}, context {r['context_tokens']}) "
-            f"takes {ms(r['step']['median_ms'])} ms{eager}; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
-            f"measured {r['read_bandwidth_gbs']:.1f} GB/s DRAM read rate takes {ms(r['weight_stream_bound_ms'])} ms "
-            f"(**{r['ratio_to_weight_stream_bound']}x**){kv_bound(r)}{cached_bound(r)}, and its {r['step_gflop']:.2f} GFLOP at the measured "
-            f"{r['matmul_gflops']:.0f} GFLOP/s matmul rate take {ms(r['flop_bound_ms'])} ms (**{r['ratio_to_flop_bound']}x**)."
-            + breakdown(r)]
-
-
-def breakdown(r: dict) -> str:
-    b = r.get("step_breakdown_ms")
-    if not b:    # not profiled (a GPU run)
-        return ""
-    share = lambda part: f"{100 * b[part] / b['profiled_ms']:.0f}%"   # noqa: E731
-    compiled = r["engine"].get("compiled")
-    kernels = "its matmuls and fused C++ loops" if compiled else "its matmuls"
-    other = "Dynamo's guards, wrappers and cache views" if compiled else "its other ops and their dispatch"
-    return (f" Profiled (20 steps; the parts add up to {ms(b['profiled_ms'])} ms per step), the step spends "
-            f"{share('kernels')} in {kernels}, {share('attention')} in attention over the cached context "
-            f"(PyTorch's flash-attention kernel) and {share('other')} in {other}.")
-
-
-def span_cut_section(r: dict, where: str = "") -> list[str]:
-    rows = [[r_["kind"] + "-line", r_["setting"], r_["tasks"], pct(r_["exact_match"]), f"{r_['edit_similarity']:.3f}",
-             ms(r_["latency_median_ms"]), ms(r_["latency_p95_ms"]), f"{r_['forward_passes_mean']:.2f}"]
-            for r_ in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["setting"] != "whole"))]
-    by = {(x["kind"], x["setting"]): x["latency_median_ms"] for x in r["rows"]}
-    gains = ", ".join(f"{kind}-line {speed(by[kind, 'whole'], by[kind, 'cut'])}" for kind in ("single", "multi")
-                      if (kind, "cut") in by and (kind, "whole") in by)
-    return [f"**Span cut** ({where}`{r.get('command', 'python benchmarks/span_cut.py')}`; {engine_line(r['engine'])}, "
-            f"T={r['steps']}): the span cut to {', '.join(map(str, r['cut_to']))} once its tail is committed pads "
-            f"(*cut*, the default) against the whole span for every step (*whole*), alternating task by task in one "
-            f"process; the cut span's median: {gains}:", "",
-            table(["task", "span", "tasks", "exact match", "edit sim.", "median ms", "p95 ms", "forward passes"], rows)]
-
-
-def int8_section(r: dict, where: str = "") -> list[str]:
-    order = {"single": 0, "multi": 1}
-    rows = [[x["kind"] + "-line", f"T={x['steps']}" if x["mode"] == "diffusion" else "AR", x["dtype"], x["tasks"],
-             pct(x["exact_match"]), pct(x["shown_exact_match"]), f"{x['edit_similarity']:.3f}",
-             ms(x["latency_median_ms"]), ms(x["latency_p95_ms"])]
-            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["mode"] == "ar", x["dtype"]))]
-    by = {(x["kind"], x["mode"], x["dtype"]): x["latency_median_ms"] for x in r["rows"]}
-    gains = ", ".join(f"{kind}-line {'AR' if mode == 'ar' else 'T=' + str(r['steps'])} "
-                      f"{speed(by[kind, mode, 'fp32'], by[kind, mode, 'int8'])}"
-                      for kind in ("single", "multi") for mode in ("diffusion", "ar") if (kind, mode, "int8") in by)
-    compile_s = {dtype: info.get("compile_seconds") for dtype, info in r["engines"].items()}
-    compiled = (f"; compile {compile_s['fp32']:.0f} s (fp32) vs {compile_s['int8']:.0f} s (int8)"
-                if None not in compile_s.values() else "")
-    return [f"**int8 matmuls** ({where}`{r['command']}`; {engine_line(r['engines']['fp32'])}): the fp32 engine against "
-            f"the same weights with int8 matmuls (`dtype` `int8`, the default on a CPU without fast bf16), two "
-            f"engines in one process alternating task by task{compiled}; int8's median: {gains}:", "",
-            table(["task", "decoding", "matmuls", "tasks", "exact match (raw)", "exact match (shown)", "edit sim.",
-                   "median ms", "p95 ms"], rows)]
-
-
-def keystroke_waits(r: dict) -> dict | None:
-    """A replay's keystroke-to-suggestion percentiles. A result file without them has the round trips
-    of answered requests alone: where no keystroke was cancelled or left unanswered, each keystroke's
-    wait is its own round trip, so those are the figures; otherwise they are unknown (None)."""
-    if "keystroke_to_suggestion_ms" in r:
-        return r["keystroke_to_suggestion_ms"]
-    req = r["requests"]
-    return r["latency_ms"] if req["cancelled"] == req["failed"] == 0 else None
-
-
-def wait_ms(x: float | None) -> str:
-    return "never" if x is None else ms(x)    # a percentile that fell on a keystroke never answered
-
-
-def replay_section(r: dict, where: str = "") -> list[str]:
-    lat, src, req = r["latency_ms"], r["latency_ms_by_source"], r["requests"]
-    server = r.get("server", {})
-    wait, engine = keystroke_waits(r), server.get("engineMs") or {}
-    rows = [["keystroke to suggestion, every keystroke", wait["count"], *(wait_ms(wait[q]) for q in ("p50", "p95", "p99"))]
-            ] if wait else []
-    rows.append(["round trip, requests answered before the next key", lat.get("count"),
-                 *(ms(lat[q]) for q in ("p50", "p95", "p99"))])
-    for name in ("engine", "cache"):
-        if src[name].get("count"):
-            rows.append([f"… of which from the {name}", src[name]["count"], *(ms(src[name][q]) for q in ("p50", "p95", "p99"))])
-    if "p50" in engine:
-        rows.append(["engine call, inside the server", engine.get("count", "-"), *(ms(engine[q]) for q in ("p50", "p95", "p99"))])
-    reuse = server.get("contextReuseRate")
-    compiled = {True: "compiled CPU steps", False: "eager", None: "eager"}[r.get("compiled")]
-    threads = f", {r['threads']} thread{'s' if r['threads'] != 1 else ''}" if r.get("threads") else ""
-    dtype = f"{r.get('dtype')}{' with int8 matmuls' if server.get('int8Matmuls') else ''}"
-    load = r["machine"].get("load_average") if "machine" in r else None
-    shared = (f"; 1-minute load average {load[0]:.1f} on {r['machine'].get('cpus')} CPUs as it finished, its own "
-              "server and client included" if load else "")
-    return [f"**End to end** ({where}`{r['command']}`, server in {dtype} with {compiled}{threads}{shared}): held-out "
-            f"function bodies typed key by key through `spanfill serve` over stdio, one key every "
-            f"{r['config']['interval_ms']:.0f} ms, automatic requests with `$/cancelRequest` of the outstanding one. "
-            "*Keystroke to suggestion*: from a keystroke to the first answer shown for it or for a later keystroke "
-            "(a keystroke whose request the next one cancelled waits on); *round trip*: the answered requests alone, "
-            "as the client sees them:", "",
-            table(["what", "count", "p50 ms", "p95 ms", "p99 ms"], rows), "",
-            unanswered_sentence(r, wait)
-            + f" {req['sent']} sent, {req['answered']} answered, {req['cancelled']} cancelled, {req['failed']} failed; "
-            f"{pct(r['typing_through']['share_answered_from_cache'] or 0)} answered from the typing-through cache; "
-            + (f"context-token reuse {pct(reuse)}; " if reuse is not None else "")
-            + f"superseded in the server: {server.get('superseded', 'n/a')}."
-            + stages_sentence(server)]
-
-
-def unanswered_sentence(r: dict, wait: dict | None) -> str:
-    keys, req = r.get("keystrokes"), r["requests"]
-    if keys:
-        missed = keys["count"] - keys["answered_before_next_key"]
-        return (f"{missed} of {keys['count']} keystrokes ({pct(keys['share_unanswered_before_next_key'])}) got no "
-                f"answer before the next key: {keys['waited_for_a_later_key']} waited for a later keystroke's, "
-                f"{keys['never_shown']} for none; {keys['ended_on_an_empty_answer']} waits ended on an empty answer "
-                "(no ghost text).")
-    if wait:
-        return ("Every keystroke was answered before the next one, so each wait is its own round trip (this run "
-                "recorded round trips only).")
-    return (f"This run recorded the round trips of answered requests alone: the {req['cancelled']} keystrokes "
-            f"({pct(req['cancelled'] / req['sent'])}) whose request the next key cancelled are not in the table, and "
-            "keystroke to suggestion is unknown; rerun benchmarks/replay.py for it.")
-
-
-def stages_sentence(server: dict) -> str:
-    """Where an engine-answered request's time went, as the server measured it (median per stage)."""
-    stages, engine = server.get("engineStagesMs") or {}, server.get("engineMs") or {}
-    parts = [f"{name} {ms(d['p50'])}" for name, d in stages.items() if "p50" in d]
-    if not parts or "p50" not in engine:
-        return ""
-    return (f" Inside the server, an engine call took {ms(engine['p50'])} ms at the median; per stage (medians, ms): "
-            + ", ".join(parts) + ".")
-
-
-REPLAY_VARIANTS = ("replay", "replay_threads2", "replay_busy", "replay_busy_threads2")
-
-
-def threads_section(runs: dict[str, dict], where: str = "") -> list[str]:
-    """The replay with the server's CPU threads and the machine's other load varied."""
-    def at(d: dict, q: str) -> str:
-        return ms(d[q]) if q in d else "–"
-
-    def waited(r: dict, q: str) -> str:
-        wait = keystroke_waits(r)
-        return wait_ms(wait[q]) if wait else "not recorded"
-
-    rows = []
-    for r in runs.values():
-        eng, srv = r["latency_ms_by_source"]["engine"], r["server"].get("engineMs") or {}
-        req = r["requests"]
-        rows.append([r.get("threads"), r["config"].get("background_load", 0), waited(r, "p50"), waited(r, "p95"),
-                     f"{req['answered']} / {req['sent']}", at(eng, "p50"), at(eng, "p95"), at(eng, "p99"), at(srv, "p99")])
-    return [f"**Server threads on a busy machine** ({where}the replay above with `--threads N` and "
-            "`--background-load K`: K other processes spinning on the CPU while typing; one run each; "
-            "`benchmarks/cpu.sh` runs all four):", "",
-            table(["server threads", "busy processes", "keystroke to suggestion p50 ms", "p95 ms",
-                   "answered before the next key / sent", "engine-answered round trip p50 ms", "p95 ms", "p99 ms",
-                   "engine call p99 ms (server)"], rows)]
-
-
-def gpu_section(r: dict, where: str = "") -> list[str]:
-    rows = [[x["span_length"], "AR" if x["mode"] == "ar" else f"T={x['steps']}", x.get("path", "-"),
-             ms(x["median_ms"]), ms(x["p95_ms"]), x.get("steps_run", "-"), x.get("speedup_vs_ar", "-")]
-            for x in r.get("engine_rows", [])]
-    kernels = [[x["op"], x["rows"], x["vocab"], x["us_per_call"]] for x in r.get("kernel_rows", [])]
-    return [f"**GPU latency** ({where}{r.get('model')} model, {engine_line(r.get('engine', {}))}; "
-            "`bash benchmarks/gpu.sh`, which runs `benchmarks/gpu_sweep.py`):", "",
-            table(["L", "decoding", "path", "median ms", "p95 ms", "steps run", "vs AR"], rows), "",
-            table(["op", "rows", "vocabulary", "µs per call"], kernels)]
-
-
 def goals_section(directory: Path, where: str) -> list[str]:
     """The project's latency and quality goals against this directory's results, where they measure them."""
     ev, sweep, replay, limit = (load(directory, n) for n in ("eval", "engine_sweep", "replay", "limit"))
@@ -360,18 +76,8 @@ def goals_section(directory: Path, where: str) -> list[str]:
         rows.append([f"diffusion T=4 ≥ {GOALS['speed_vs_generate']:.0f}× faster than `transformers` `generate()`",
                      f"{x:.1f}× cold ({ms(cold[0]['latency_median_ms'])} vs {ms(cold[2]['latency_median_ms'])} ms, sweep)",
                      met(x >= GOALS["speed_vs_generate"])])
-    if replay and "goals_ms" in replay:
-        g, wait, req = replay["goals_ms"], keystroke_waits(replay), replay["requests"]
-        goal = f"keystroke to suggestion p50 < {g['p50']} ms, p95 < {g['p95']} ms"
-        if wait:
-            rows.append([goal, f"p50 {wait_ms(wait['p50'])}, p95 {wait_ms(wait['p95'])} ms over {wait['count']} "
-                               f"keystrokes, {req['sent'] - req['answered']} of them unanswered before the next key (replay)",
-                         met(all(wait[q] is not None and wait[q] < g[q] for q in ("p50", "p95")))])
-        else:
-            lat = replay["latency_ms"]
-            rows.append([goal, f"not recorded; the answered requests alone: p50 {ms(lat['p50'])}, p95 {ms(lat['p95'])} ms "
-                               f"({req['answered']} of {req['sent']}, {req['cancelled']} cancelled left out; replay)",
-                         "not judged"])
+    if replay and (row := replay_goal_row(replay)):
+        rows.append(row)
     if limit:
         x = limit["ratio_to_weight_stream_bound"]
         rows.append([f"span step within {GOALS['step_vs_stream_bound']:.0f}× of streaming the weights from DRAM",
@@ -393,48 +99,10 @@ def goals_section(directory: Path, where: str) -> list[str]:
             "", table(["goal", "measured", "met?"], rows)]
 
 
-def families_section(r: dict, where: str = "") -> list[str]:
-    """benchmarks/families.py: public checkpoints' real shapes with random weights (latency only)."""
-    out = []
-    for s in r["shapes"]:
-        rows = [[x["what"], x.get("tokens", "-"), ms(x["median_ms"]), ms(x["p95_ms"]), x.get("forward_passes", "-"),
-                 x.get("tokens_per_s", "-")] for x in s["rows"]]
-        threads = r["machine"].get("threads")
-        out += [f"**{s['shape']} shape, random weights** ({where}{s['params'] / 1e6:.0f}M parameters, {s['dtype']} on "
-                f"{s['device']}, {threads} thread{'' if threads == 1 else 's'}, context {s['context_tokens']} tokens, "
-                f"L={s['span_length']}; `{r['command']}`):", "",
-                table(["what", "tokens", "median ms", "p95 ms", "forward passes", "tokens/s"], rows), ""]
-    return out[:-1]
-
-
-def length_section(r: dict, where: str = "") -> list[str]:
-    """benchmarks/length.py: how each length strategy decides where the middle ends."""
-    order = {"single": 0, "multi": 1}
-    rows = [[x["kind"] + "-line", "AR" if x["mode"] == "ar" else x["length"], x["tasks"], pct(x["shown_exact_match"]),
-             f"{x['shown_edit_similarity']:.3f}", f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})",
-             ms(x["latency_median_ms"])]
-            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["mode"] == "ar"))]
-    return [f"**Length strategies** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}; the default "
-            f"is `{r['default_length']}`): the strategies and AR mode alternating task by task in one process; what "
-            f"an editor shows, and its length beside the reference's:", "",
-            table(["task", "length", "tasks", "exact match (shown)", "edit sim. (shown)", "chars shown (reference)",
-                   "median ms"], rows)]
-
-
-def train_throughput_section(r: dict, where: str = "") -> list[str]:
-    """benchmarks/train_throughput.py: training tokens/s and model FLOP utilisation per setting."""
-    rows = [[x["setting"], x["batch"], f"{x['tokens_per_s']:.0f}", f"{100 * x['padding']:.0f}%",
-             f"{100 * x['mfu']:.0f}%", f"{x['speedup_vs_before']:.2f}x"] for x in r["rows"]]
-    peak = ", ".join(f"{k} {v:.2f}" for k, v in r["matmul_peak_tflops"].items())
-    return [f"**Training throughput** ({where}`{r['command']}`; `{r['preset']}` preset, {r['params'] / 1e6:.1f}M "
-            f"parameters, settings alternating in one process): tokens/s and model FLOPs as a share of a plain "
-            f"matmul's rate in the same process (TFLOP/s: {peak}):", "",
-            table(["setting", "batch", "tokens/s", "padding", "of matmul peak", "vs before"], rows)]
-
-
 SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
             ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
-            ("replay", replay_section), ("gpu_latency", gpu_section), ("families", families_section),
+            ("replay", replay_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
+            ("families", families_section),
             ("families_cuda", families_section), ("length", length_section),
             ("train_throughput", train_throughput_section))
 
@@ -442,7 +110,7 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
     reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
-                              "families", "families_cuda", "length", "train_throughput")
+                              "families", "families_cuda", "length", "train_throughput", "tokenize_time")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."
@@ -508,6 +176,7 @@ the benchmark that wrote it, then the report.
 | `benchmarks/engine_micro.py [--model DEFAULT]` | per-step and per-completion latency for T ∈ {1,2,4,8} and AR, context cached |
 | `benchmarks/engine_sweep.py` | L ∈ {16,32,64} × T ∈ {1,2,4,8} + threshold, AR and `transformers` `generate()` on the same weights: latency, tokens/s, exact match |
 | `benchmarks/replay.py` | typing held-out files key by key through the real server over stdio: keystroke to suggestion p50/p95/p99, the share of keystrokes unanswered before the next, round trips, cache share, KV reuse, the server's engine time |
+| `benchmarks/tokenize_time.py` | tokenize time per keystroke while typing into a large held-out file: the server's context windows and the engine's tokenize stage, windows from the line-piece memo against every window encoded whole, alternating in one process |
 | `benchmarks/limit.py` | per-step time against the weight-streaming and FLOP bounds of this machine |
 | `benchmarks/span_cut.py` | the span cut to 16 positions (default) against the whole span, alternating in one process |
 | `benchmarks/int8.py` | fp32 against int8 matmuls (`dtype` `int8`), two engines alternating in one process |

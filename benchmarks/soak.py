@@ -36,6 +36,7 @@ from lsprotocol import types
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402
 import replay  # noqa: E402
+import waits  # noqa: E402
 from common import percentile, write  # noqa: E402
 
 from spanfill.engine import read_split  # noqa: E402
@@ -103,7 +104,7 @@ class Soak:
             await asyncio.sleep(seconds)
 
     async def sample(self) -> None:
-        st = replay.as_dict(await status(self.client))
+        st = common.as_dict(await status(self.client))
         since, now = self.last_sample, time.perf_counter()
         self.last_sample = now
         window = [(r.received - r.sent) * 1e3 for r in self.run.requests
@@ -170,7 +171,7 @@ async def case(client, name: str, docs: list[ClientDocument], places: list[tuple
     out = {"documents": len(docs), "chars": sum(len("\n".join(d.lines)) for d in docs),
            "rss_mb_before": before, "rss_mb_open": opened, "rss_mb_after_requests": asked,
            "rss_mb_after_close": closed, "requests": len(ms), "answered": len(answered),
-           "latency_ms": replay.ms_summary(answered)}
+           "latency_ms": waits.ms_summary(answered)}
     lat = out["latency_ms"]
     print(f"  {name:<15} {out['documents']:5d} docs, {out['chars'] / 2**20:5.1f} MB of text: RSS {before:.0f} -> "
           f"{opened:.0f} open -> {asked:.0f} asked -> {closed:.0f} MB closed; {out['answered']}/{out['requests']} "
@@ -233,7 +234,7 @@ async def soak(args, files) -> dict | None:
         if st.state != "ready":
             print(f"the model did not load: {st.error}\n(pass --model DIR; server log: {log_file})")
             return None
-        st = replay.as_dict(await wait_until_compiled(client))
+        st = common.as_dict(await wait_until_compiled(client))
         print(f"soak: {args.minutes:g} min of typing on {st['model']} ({st['device']}, {st['dtype']}, "
               f"compiled: {st['compiled']}); server log {log_file}")
         run = Soak(client, files, args)
@@ -248,7 +249,7 @@ async def soak(args, files) -> dict | None:
         await run.sample()
         result = {"samples": run.samples, "typing": run.run, "seconds": time.perf_counter() - run.t0}
         result["bounded"] = await bounded(client, files, args)
-        result["server"] = replay.as_dict(await status(client))
+        result["server"] = common.as_dict(await status(client))
         result["server_at_start"] = st
         return result
     finally:
@@ -267,7 +268,7 @@ def report(done: dict, args) -> dict:
         "requests": {"sent": len(sent), "answered": len(answered), "cancelled": sum(r.cancelled for r in sent),
                      "failed": sum(not r.cancelled and r.text is None for r in sent)},
         "bodies_typed": len(done["typing"].regions),
-        "latency_ms": replay.ms_summary([(r.received - r.sent) * 1e3 for r in answered]),
+        "latency_ms": waits.ms_summary([(r.received - r.sent) * 1e3 for r in answered]),
         "drift": drift(done["samples"], args.minutes * 60 / 6),
         "samples": done["samples"],
         "bounded": done["bounded"],

@@ -1,5 +1,6 @@
-"""How the benchmarks count: the replay's keystroke-to-suggestion accounting on made-up timelines (no
-server), and how report.py words a comparison and judges the latency goals."""
+"""How the benchmarks count: the replay's keystroke-to-suggestion accounting (waits.py) on made-up
+timelines (no server), and how report.py words a comparison, judges the latency goals and renders a
+result file."""
 import json
 import math
 import sys
@@ -10,6 +11,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import replay  # noqa: E402
 import report  # noqa: E402
+import report_format  # noqa: E402
+import report_replay  # noqa: E402
+import report_sections  # noqa: E402
+import waits  # noqa: E402
 
 
 def keystroke(key: int, region: int, sent_ms: float, answered_ms: float | None = None, text: str | None = None,
@@ -20,10 +25,7 @@ def keystroke(key: int, region: int, sent_ms: float, answered_ms: float | None =
 
 
 def run_of(requests: list[replay.Request]) -> dict:
-    run = replay.Replay(requests=requests)
-    args = replay.parse_args(["--data", "data"])
-    args.argv = []
-    return replay.report(run, {}, args, seconds=1.0)
+    return waits.account(replay.Replay(requests=requests))
 
 
 def test_a_cancelled_keystroke_waits_for_the_next_answer_shown():
@@ -37,10 +39,10 @@ def test_a_cancelled_keystroke_waits_for_the_next_answer_shown():
         keystroke(4, 1, 1000, answered_ms=1001, cancelled=True),
         keystroke(5, 1, 1060),
     ]
-    waits = replay.keystroke_waits_ms(requests)
-    assert waits[:4] == pytest.approx([130, 70, 10, 70])
-    assert waits[4:] == [math.inf, math.inf]
-    assert [end and end.key for end in replay.answers_shown(requests)] == [2, 2, 2, 3, None, None]
+    per_key = waits.keystroke_waits_ms(requests)
+    assert per_key[:4] == pytest.approx([130, 70, 10, 70])
+    assert per_key[4:] == [math.inf, math.inf]
+    assert [end and end.key for end in waits.answers_shown(requests)] == [2, 2, 2, 3, None, None]
 
     result = run_of(requests)
     assert result["keystrokes"] == {"count": 6, "answered_before_next_key": 2, "share_unanswered_before_next_key": 0.6667,
@@ -58,7 +60,7 @@ def test_the_goals_count_the_requests_the_next_keystroke_cancelled():
         requests[k] = keystroke(k, 0, 60 * k, answered_ms=60 * k + 90, text="s", cancelled=True)
     result = run_of(requests)
     assert result["latency_ms"]["p95"] == 5            # answered-only: every request "fast"
-    assert replay.keystroke_waits_ms(requests)[8:10] == pytest.approx([125, 65])
+    assert waits.keystroke_waits_ms(requests)[8:10] == pytest.approx([125, 65])
     wait = result["keystroke_to_suggestion_ms"]
     assert (wait["p95"], wait["p99"]) == (65, 125)     # 65 ms: above the 60 ms goal
     assert result["keystrokes"]["share_unanswered_before_next_key"] == 0.1
@@ -66,18 +68,18 @@ def test_the_goals_count_the_requests_the_next_keystroke_cancelled():
 
 
 def test_the_report_says_slower_when_it_is():
-    assert report.speed(10.0, 12.5) == "1.25x slower"
-    assert report.speed(12.5, 10.0) == "1.25x faster"
+    assert report_format.speed(10.0, 12.5) == "1.25x slower"
+    assert report_format.speed(12.5, 10.0) == "1.25x faster"
     rows = [{"kind": "single", "mode": "ar", "steps": None, "latency_median_ms": 10.0},
             {"kind": "single", "mode": "diffusion", "steps": 8, "latency_median_ms": 12.5}]
     rows = [{**r, "tasks": 1, "exact_match": 0.1, "edit_similarity": 0.3, "latency_p95_ms": 20.0,
              "forward_passes_mean": 4.0} for r in rows]
-    text = "\n".join(report.eval_section({"results": rows, "model": {}, "command": "spanfill eval"}))
+    text = "\n".join(report_sections.eval_section({"results": rows, "model": {}, "command": "spanfill eval"}))
     assert "12.5 vs. 10.0 ms: **1.25x slower**" in text and "faster" not in text
 
 
 def replay_result(**fields) -> dict:
-    base = {"command": "python benchmarks/replay.py", "config": {"interval_ms": 60}, "goals_ms": replay.GOALS_MS,
+    base = {"command": "python benchmarks/replay.py", "config": {"interval_ms": 60}, "goals_ms": waits.GOALS_MS,
             "requests": {"sent": 20, "answered": 18, "cancelled": 2, "failed": 0},
             "latency_ms": {"count": 18, "p50": 5.0, "p95": 5.0, "p99": 5.0},
             "latency_ms_by_source": {"engine": {"count": 0}, "cache": {"count": 0}},
@@ -90,14 +92,14 @@ def test_the_report_judges_the_goals_on_keystroke_to_suggestion():
         keystroke_to_suggestion_ms={"count": 20, "p50": 5.0, "p95": 125.0, "p99": 125.0},
         keystrokes={"count": 20, "answered_before_next_key": 18, "share_unanswered_before_next_key": 0.1,
                     "waited_for_a_later_key": 2, "never_shown": 0, "ended_on_an_empty_answer": 0})
-    assert report.keystroke_waits(measured)["p95"] == 125.0
-    section = "\n".join(report.replay_section(measured))
+    assert waits.recorded_waits(measured)["p95"] == 125.0
+    section = "\n".join(report_replay.replay_section(measured))
     assert "| keystroke to suggestion, every keystroke | 20 | 5.00 | 125.0 | 125.0 |" in section
     assert "2 of 20 keystrokes (10.0%) got no answer before the next key" in section
     # a result file with the answered round trips alone: usable only where no keystroke went unanswered
-    assert report.keystroke_waits(replay_result()) is None
+    assert waits.recorded_waits(replay_result()) is None
     clean = replay_result(requests={"sent": 18, "answered": 18, "cancelled": 0, "failed": 0})
-    assert report.keystroke_waits(clean) == clean["latency_ms"]
+    assert waits.recorded_waits(clean) == clean["latency_ms"]
 
 
 def test_the_goals_row(tmp_path):
@@ -109,3 +111,36 @@ def test_the_goals_row(tmp_path):
                          if line.startswith("| keystroke to suggestion")]
     assert "p95 125.0 ms over 20 keystrokes" in rows["measured"] and rows["measured"].endswith("| no |")
     assert "not recorded" in rows["answered only"] and rows["answered only"].endswith("| not judged |")
+
+
+def test_one_judgement_of_the_goals_serves_the_replay_and_the_report(tmp_path):
+    assert waits.goals_met({"p50": 29.9, "p95": 59.9})
+    assert not waits.goals_met({"p50": 29.9, "p95": 60.0})           # the goals are strict bounds
+    assert not waits.goals_met({"p50": 5.0, "p95": None})            # p95 fell on a keystroke never answered
+    assert not waits.goals_met({"p50": 5.0, "p95": 5.0}, {"p50": 30, "p95": 60, "p99": 90})   # p99 not measured
+    # a replay that meets them by its own judgement meets them in the report's goals table too
+    requests = [keystroke(k, 0, 60 * k, answered_ms=60 * k + 5, text="s") for k in range(20)]
+    result = {**replay_result(), **run_of(requests)}
+    assert result["goals_met"] is True
+    (tmp_path / "replay.json").write_text(json.dumps(result))
+    (row,) = [line for line in report.goals_section(tmp_path, "")[-1].split("\n")
+              if line.startswith("| keystroke to suggestion")]
+    assert row.endswith("| yes |")
+
+
+def test_the_tokenize_time_section_shows_both_settings_to_the_microsecond():
+    timing = lambda p50, p95: {"median_ms": p50, "p95_ms": p95, "runs": 3}   # noqa: E731
+    result = {"command": "python benchmarks/tokenize_time.py --data data", "engine": {"params": 1e7, "dtype": "bfloat16",
+              "device": "cpu", "span_length": 32}, "file": "pkg/big.py", "lines": 2000, "keystrokes": 3,
+              "prefix_tokens_median": 215, "budget": {"prefix_tokens": 320, "suffix_tokens": 96, "snippet_tokens": 96},
+              "rows": [{"setting": "pieces", "window": timing(0.162, 1.256), "tokenize": timing(0.027, 0.133),
+                        "total": timing(0.189, 1.275)},
+                       {"setting": "whole", "window": timing(0.673, 4.883), "tokenize": timing(0.629, 4.828),
+                        "total": timing(1.3, 5.622)}],
+              "whole_over_pieces": 6.88}
+    text = "\n".join(report_sections.tokenize_time_section(result, "today; "))
+    assert text.startswith("**Tokenize time per keystroke** (today; `python benchmarks/tokenize_time.py --data data`")
+    assert "3 keystrokes retyping lines of a 2000-line held-out file (`pkg/big.py`)" in text
+    assert "| pieces | 0.162 | 1.256 | 0.027 | 0.133 | 0.189 | 1.275 |" in text
+    assert "| whole | 0.673 | 4.883 | 0.629 | 4.828 | 1.300 | 5.622 |" in text
+    assert "**6.88x**" in text

@@ -1,5 +1,5 @@
 """benchmarks/int8.py on the shipped model (eager, a few tasks): fp32 and int8 decode every task in
-both modes, the result file adds up, and report.py renders its table."""
+both modes, the result file adds up, and report_sections.py renders its table."""
 import json
 import sys
 from pathlib import Path
@@ -7,8 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import common  # noqa: E402
 import int8  # noqa: E402
-import report  # noqa: E402
-
+import report_sections  # noqa: E402
 
 
 def test_int8_benchmark_compares_fp32_and_int8_on_the_same_tasks(shipped_model, held_out_data, tmp_path, monkeypatch, capsys):
@@ -22,6 +21,5 @@ def test_int8_benchmark_compares_fp32_and_int8_on_the_same_tasks(shipped_model, 
     assert all(0 < r["latency_median_ms"] <= r["latency_p95_ms"] for r in rows.values())
     assert result["engines"]["int8"]["int8_matmuls"] and not result["engines"]["fp32"]["int8_matmuls"]
     assert "int8" in capsys.readouterr().out
-    monkeypatch.setattr(report, "RESULTS", tmp_path)
-    text = "\n".join(report.int8_section(result))
+    text = "\n".join(report_sections.int8_section(result))
     assert "**int8 matmuls**" in text and "| single-line | T=4 | int8 |" in text

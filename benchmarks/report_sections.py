@@ -1,0 +1,215 @@
+"""The engine and model benchmarks' sections of benchmarks/README.md, one function per result file:
+each takes the file's report and where it comes from (date and machine), and returns its lines."""
+from __future__ import annotations
+
+from report_format import decoding_label, engine_line, ms, pct, shown, speed, table
+
+
+def by_kind(report: dict) -> dict:
+    return {(r["kind"], decoding_label(r)): r for r in report["results"]}
+
+
+def eval_section(report: dict, where: str = "") -> list[str]:
+    rows = []
+    for r in sorted(report["results"], key=lambda r: (r["kind"] != "single", r["mode"] == "ar", r.get("rule", ""),
+                                                     r["steps"] or 0)):
+        rows.append([f"{r['kind']}-line", decoding_label(r), r["tasks"],
+                     pct(r["exact_match"]), f"{r['edit_similarity']:.3f}", shown(r, "shown_exact_match", pct),
+                     shown(r, "shown_edit_similarity", "{:.3f}".format), ms(r["latency_median_ms"]),
+                     ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}",
+                     shown(r, "shown_chars_mean", "{:.1f}".format), shown(r, "reference_chars_mean", "{:.1f}".format)])
+    out = [f"**Held-out quality and latency** ({where}{engine_line(report['model'])}; `{report['command']}`). "
+           "*raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows:", "",
+           table(["task", "decoding", "tasks", "exact match (raw)", "edit sim. (raw)", "exact match (shown)",
+                  "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes", "chars shown", "chars in reference"], rows)]
+    by = by_kind(report)
+    ar = by.get(("single", "AR"))
+    for steps in (4, 8):    # the goals' T, and T=8 (one token per pass on most single lines) beside it
+        d = by.get(("single", f"diffusion T={steps}"))
+        if d and ar:
+            out += ["", f"Single-line, T={steps} vs. AR of the same weights: exact match {pct(d['exact_match'])} vs. "
+                        f"{pct(ar['exact_match'])} raw, {shown(d, 'shown_exact_match', pct)} vs. "
+                        f"{shown(ar, 'shown_exact_match', pct)} shown, median latency {ms(d['latency_median_ms'])} vs. "
+                        f"{ms(ar['latency_median_ms'])} ms: **{speed(ar['latency_median_ms'], d['latency_median_ms'])}**."]
+    return out
+
+
+def sweep_section(report: dict, where: str = "") -> list[str]:
+    rows = [[r["name"], r["kind"], ms(r["latency_median_ms"]), ms(r["latency_p95_ms"]), f"{r['tokens_per_s']:.0f}",
+             pct(r["exact_match"]), f"{r['edit_similarity']:.3f}"] for r in report["rows"]]
+    out = [f"**Engine sweep** ({where}{report['tasks']} held-out single-line tasks, {engine_line(report['engine'])}; "
+           f"`{report['command']}`). *warm*: the task's context is already in the KV cache, as while typing; "
+           "*cold*: the context is encoded inside the timed call (the like-for-like comparison with `generate()`).", "",
+           table(["decoding", "context", "p50 ms", "p95 ms", "tokens/s", "exact match", "edit sim."], rows)]
+    d4, ar, hf = cold_rows(report)
+    if d4 and ar and hf:
+        out += ["", f"Cold, L=32, T=4 diffusion: {speed(ar['latency_median_ms'], d4['latency_median_ms'])} per "
+                    f"completion than AR mode of the same weights and {speed(hf['latency_median_ms'], d4['latency_median_ms'])} "
+                    f"than `transformers` `generate()` (median latency, one run)."]
+    if report.get("generate_equals_ar") is not None:
+        dtype = report["engine"].get("dtype", "")
+        rest = ("" if report["generate_equals_ar"] >= 1 else
+                f"; on the rest the two diverge somewhere (both run {dtype}, through different kernels)")
+        out += [f"`generate()` on the Llama export wrote exactly spanfill's AR-mode text on "
+                f"{pct(report['generate_equals_ar'])} of the tasks{rest}."]
+    return out
+
+
+def cold_rows(report: dict) -> tuple:
+    by = {(r["name"], r["kind"]): r for r in report["rows"]}
+    return (by.get(("diffusion L=32 T=4", "cold")), by.get(("AR L=32", "cold")),
+            by.get(("transformers generate() L=32", "cold")))
+
+
+def micro_section(report: dict, where: str = "") -> list[str]:
+    rows = [[r["what"], ms(r["median_ms"]), ms(r["p95_ms"])] for r in report["rows"]]
+    out = [f"**Per step and per completion** ({where}{engine_line(report['engine'])}, context of "
+           f"{report['context_tokens']} tokens cached; `python benchmarks/engine_micro.py --model DEFAULT`):", "",
+           table(["what", "median ms", "p95 ms"], rows)]
+    seconds = report["engine"].get("compile_seconds")
+    if seconds:
+        out += ["", f"Compiling the steps (in the background, at load) took {seconds:.0f} s in this run."]
+    return out
+
+
+def cached_bound(r: dict) -> str:
+    if "weight_read_bound_ms" not in r:
+        return ""
+    return (f"; reading them at the {r['weight_sized_read_bandwidth_gbs']:.1f} GB/s measured on a weight-sized "
+            f"array (cache-resident, as the weights are between steps) takes {ms(r['weight_read_bound_ms'])} ms "
+            f"(**{r['ratio_to_weight_read_bound']}x**)")
+
+
+def kv_bound(r: dict) -> str:
+    if "weight_and_kv_stream_bound_ms" not in r:
+        return ""
+    return (f", or {ms(r['weight_and_kv_stream_bound_ms'])} ms with the {r['kv_bytes'] / 1e6:.1f} MB of cached keys "
+            f"and values its attention reads too (**{r['ratio_to_weight_and_kv_stream_bound']}x**)")
+
+
+def limit_section(r: dict, where: str = "") -> list[str]:
+    kind = "compiled" if r["engine"].get("compiled") else "eager"
+    eager = f" (eager: {ms(r['eager_step']['median_ms'])} ms)" if "eager_step" in r and kind == "compiled" else ""
+    return [f"**Limit** ({where}{r['engine'].get('dtype')}; `python benchmarks/limit.py`): one {kind} span step "
+            f"(L={r['span_length']}, context {r['context_tokens']}) "
+            f"takes {ms(r['step']['median_ms'])} ms{eager}; streaming the {r['weight_bytes'] / 1e6:.1f} MB of weights once at the "
+            f"measured {r['read_bandwidth_gbs']:.1f} GB/s DRAM read rate takes {ms(r['weight_stream_bound_ms'])} ms "
+            f"(**{r['ratio_to_weight_stream_bound']}x**){kv_bound(r)}{cached_bound(r)}, and its {r['step_gflop']:.2f} GFLOP at the measured "
+            f"{r['matmul_gflops']:.0f} GFLOP/s matmul rate take {ms(r['flop_bound_ms'])} ms (**{r['ratio_to_flop_bound']}x**)."
+            + breakdown(r)]
+
+
+def breakdown(r: dict) -> str:
+    b = r.get("step_breakdown_ms")
+    if not b:    # not profiled (a GPU run)
+        return ""
+    share = lambda part: f"{100 * b[part] / b['profiled_ms']:.0f}%"   # noqa: E731
+    compiled = r["engine"].get("compiled")
+    kernels = "its matmuls and fused C++ loops" if compiled else "its matmuls"
+    other = "Dynamo's guards, wrappers and cache views" if compiled else "its other ops and their dispatch"
+    return (f" Profiled (20 steps; the parts add up to {ms(b['profiled_ms'])} ms per step), the step spends "
+            f"{share('kernels')} in {kernels}, {share('attention')} in attention over the cached context "
+            f"(PyTorch's flash-attention kernel) and {share('other')} in {other}.")
+
+
+def span_cut_section(r: dict, where: str = "") -> list[str]:
+    rows = [[r_["kind"] + "-line", r_["setting"], r_["tasks"], pct(r_["exact_match"]), f"{r_['edit_similarity']:.3f}",
+             ms(r_["latency_median_ms"]), ms(r_["latency_p95_ms"]), f"{r_['forward_passes_mean']:.2f}"]
+            for r_ in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["setting"] != "whole"))]
+    by = {(x["kind"], x["setting"]): x["latency_median_ms"] for x in r["rows"]}
+    gains = ", ".join(f"{kind}-line {speed(by[kind, 'whole'], by[kind, 'cut'])}" for kind in ("single", "multi")
+                      if (kind, "cut") in by and (kind, "whole") in by)
+    return [f"**Span cut** ({where}`{r.get('command', 'python benchmarks/span_cut.py')}`; {engine_line(r['engine'])}, "
+            f"T={r['steps']}): the span cut to {', '.join(map(str, r['cut_to']))} once its tail is committed pads "
+            f"(*cut*, the default) against the whole span for every step (*whole*), alternating task by task in one "
+            f"process; the cut span's median: {gains}:", "",
+            table(["task", "span", "tasks", "exact match", "edit sim.", "median ms", "p95 ms", "forward passes"], rows)]
+
+
+def int8_section(r: dict, where: str = "") -> list[str]:
+    order = {"single": 0, "multi": 1}
+    rows = [[x["kind"] + "-line", f"T={x['steps']}" if x["mode"] == "diffusion" else "AR", x["dtype"], x["tasks"],
+             pct(x["exact_match"]), pct(x["shown_exact_match"]), f"{x['edit_similarity']:.3f}",
+             ms(x["latency_median_ms"]), ms(x["latency_p95_ms"])]
+            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["mode"] == "ar", x["dtype"]))]
+    by = {(x["kind"], x["mode"], x["dtype"]): x["latency_median_ms"] for x in r["rows"]}
+    gains = ", ".join(f"{kind}-line {'AR' if mode == 'ar' else 'T=' + str(r['steps'])} "
+                      f"{speed(by[kind, mode, 'fp32'], by[kind, mode, 'int8'])}"
+                      for kind in ("single", "multi") for mode in ("diffusion", "ar") if (kind, mode, "int8") in by)
+    compile_s = {dtype: info.get("compile_seconds") for dtype, info in r["engines"].items()}
+    compiled = (f"; compile {compile_s['fp32']:.0f} s (fp32) vs {compile_s['int8']:.0f} s (int8)"
+                if None not in compile_s.values() else "")
+    return [f"**int8 matmuls** ({where}`{r['command']}`; {engine_line(r['engines']['fp32'])}): the fp32 engine against "
+            f"the same weights with int8 matmuls (`dtype` `int8`, the default on a CPU without fast bf16), two "
+            f"engines in one process alternating task by task{compiled}; int8's median: {gains}:", "",
+            table(["task", "decoding", "matmuls", "tasks", "exact match (raw)", "exact match (shown)", "edit sim.",
+                   "median ms", "p95 ms"], rows)]
+
+
+def tokenize_time_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/tokenize_time.py: what tokenizing costs a keystroke, with and without the line-piece memo."""
+    fine = "{:.3f}".format     # fractions of a millisecond: the two decimals of ms() would round them away
+    rows = [[x["setting"], *(fine(x[stage][q]) for stage in ("window", "tokenize", "total") for q in ("median_ms", "p95_ms"))]
+            for x in r["rows"]]
+    b = r["budget"]
+    return [f"**Tokenize time per keystroke** ({where}`{r['command']}`; {engine_line(r['engine'])}): {r['keystrokes']} "
+            f"keystrokes retyping lines of a {r['lines']}-line held-out file (`{r['file']}`), prefix window "
+            f"{r['prefix_tokens_median']:.0f} tokens at the median (budget: prefix {b['prefix_tokens']}, suffix "
+            f"{b['suffix_tokens']}, snippets {b['snippet_tokens']}). *pieces*: the server builds its context windows "
+            "from the tokenizer's line-piece memo and sends their ids with the request, so the engine encodes no "
+            "window; *whole*: every window encoded whole by the server to check its budget, and again by the engine. "
+            "The two alternate keystroke by keystroke in one process and give the engine the same context; "
+            "*window*: the server building its windows; *tokenize*: the engine's tokenize stage (token healing "
+            f"included); whole over pieces, total at the median: **{r['whole_over_pieces']}x**:", "",
+            table(["setting", "window p50 ms", "p95 ms", "engine tokenize p50 ms", "p95 ms", "total p50 ms", "p95 ms"],
+                  rows)]
+
+
+def gpu_section(r: dict, where: str = "") -> list[str]:
+    rows = [[x["span_length"], "AR" if x["mode"] == "ar" else f"T={x['steps']}", x.get("path", "-"),
+             ms(x["median_ms"]), ms(x["p95_ms"]), x.get("steps_run", "-"), x.get("speedup_vs_ar", "-")]
+            for x in r.get("engine_rows", [])]
+    kernels = [[x["op"], x["rows"], x["vocab"], x["us_per_call"]] for x in r.get("kernel_rows", [])]
+    return [f"**GPU latency** ({where}{r.get('model')} model, {engine_line(r.get('engine', {}))}; "
+            "`bash benchmarks/gpu.sh`, which runs `benchmarks/gpu_sweep.py`):", "",
+            table(["L", "decoding", "path", "median ms", "p95 ms", "steps run", "vs AR"], rows), "",
+            table(["op", "rows", "vocabulary", "µs per call"], kernels)]
+
+
+def families_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/families.py: public checkpoints' real shapes with random weights (latency only)."""
+    out = []
+    for s in r["shapes"]:
+        rows = [[x["what"], x.get("tokens", "-"), ms(x["median_ms"]), ms(x["p95_ms"]), x.get("forward_passes", "-"),
+                 x.get("tokens_per_s", "-")] for x in s["rows"]]
+        threads = r["machine"].get("threads")
+        out += [f"**{s['shape']} shape, random weights** ({where}{s['params'] / 1e6:.0f}M parameters, {s['dtype']} on "
+                f"{s['device']}, {threads} thread{'' if threads == 1 else 's'}, context {s['context_tokens']} tokens, "
+                f"L={s['span_length']}; `{r['command']}`):", "",
+                table(["what", "tokens", "median ms", "p95 ms", "forward passes", "tokens/s"], rows), ""]
+    return out[:-1]
+
+
+def length_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/length.py: how each length strategy decides where the middle ends."""
+    order = {"single": 0, "multi": 1}
+    rows = [[x["kind"] + "-line", "AR" if x["mode"] == "ar" else x["length"], x["tasks"], pct(x["shown_exact_match"]),
+             f"{x['shown_edit_similarity']:.3f}", f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})",
+             ms(x["latency_median_ms"])]
+            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["mode"] == "ar"))]
+    return [f"**Length strategies** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}; the default "
+            f"is `{r['default_length']}`): the strategies and AR mode alternating task by task in one process; what "
+            f"an editor shows, and its length beside the reference's:", "",
+            table(["task", "length", "tasks", "exact match (shown)", "edit sim. (shown)", "chars shown (reference)",
+                   "median ms"], rows)]
+
+
+def train_throughput_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/train_throughput.py: training tokens/s and model FLOP utilisation per setting."""
+    rows = [[x["setting"], x["batch"], f"{x['tokens_per_s']:.0f}", f"{100 * x['padding']:.0f}%",
+             f"{100 * x['mfu']:.0f}%", f"{x['speedup_vs_before']:.2f}x"] for x in r["rows"]]
+    peak = ", ".join(f"{k} {v:.2f}" for k, v in r["matmul_peak_tflops"].items())
+    return [f"**Training throughput** ({where}`{r['command']}`; `{r['preset']}` preset, {r['params'] / 1e6:.1f}M "
+            f"parameters, settings alternating in one process): tokens/s and model FLOPs as a share of a plain "
+            f"matmul's rate in the same process (TFLOP/s: {peak}):", "",
+            table(["setting", "batch", "tokens/s", "padding", "of matmul peak", "vs before"], rows)]
