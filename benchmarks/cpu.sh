@@ -5,9 +5,11 @@
 #   DATA=/path/to/data bash benchmarks/cpu.sh     # DATA: `spanfill data` output (default: data/)
 #   RESULTS=benchmarks/results/NAME ...            # write the results there (default: benchmarks/results);
 #                                                  # each directory gets a section of its own
+#   SOAK=1 ...                                     # the soak too (benchmarks/soak.py): 30 minutes more
 #
-# Takes ~30 minutes on a 2-core machine. Run it on an otherwise idle machine: the benchmarks time
-# each other's neighbours, so a training run or test suite beside them makes every figure meaningless.
+# Takes more than 30 minutes on a 2-core machine, without the soak. Run it on an otherwise idle
+# machine: the benchmarks time each other's neighbours, so a training run or test suite beside them
+# makes every figure meaningless.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -29,4 +31,11 @@ $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --name replay_threads2
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --background-load 2 --name replay_busy
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --background-load 2 --name replay_busy_threads2
+$PY benchmarks/families.py --threads 1
+$PY benchmarks/length.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --single 300 --multi 150
+$PY benchmarks/train_throughput.py --data "$DATA"
+# opt-in: 30 minutes of typing with document churn, then the bounded-resources cases (the soak table)
+if [ "${SOAK:-0}" = 1 ]; then
+    $PY benchmarks/soak.py --data "$DATA" "${MODEL_ARGS[@]}"
+fi
 $PY benchmarks/report.py

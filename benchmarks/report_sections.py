@@ -213,3 +213,42 @@ def train_throughput_section(r: dict, where: str = "") -> list[str]:
             f"parameters, settings alternating in one process): tokens/s and model FLOPs as a share of a plain "
             f"matmul's rate in the same process (TFLOP/s: {peak}):", "",
             table(["setting", "batch", "tokens/s", "padding", "of matmul peak", "vs before"], rows)]
+
+
+SOAK_CASES = (("many_documents", "many documents open at once"), ("big_document", "one large document"),
+              ("single_line", "one long single line"))
+
+
+def soak_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/soak.py: the server's memory and round trips over a long typing run with document
+    churn, then what it holds under many, large and single-line documents."""
+    c, d, req, lat = r["config"], r["drift"], r["requests"], r["latency_ms"]
+    opt = lambda x, fmt=ms: "-" if x is None else fmt(x)   # noqa: E731  (None: soak.py had nothing to measure it on)
+    mb = "{:.1f}".format
+    threads = f", {r['threads']} thread{'s' if r['threads'] != 1 else ''}" if r.get("threads") else ""
+    compiled = "compiled CPU steps" if r.get("compiled") else "eager"
+    drift_rows = [["server RSS MB, first warm sample and last", mb(d["rss_mb_warm_first"]), mb(d["rss_mb_last"])],
+                  ["round trip p50 ms, first and last third", opt(d["p50_ms_first_third"]), opt(d["p50_ms_last_third"])],
+                  ["round trip p95 ms, first and last third", opt(d["p95_ms_first_third"]), opt(d["p95_ms_last_third"])]]
+    slope = opt(d["rss_slope_mb_per_hour"], mb)
+    bounded = r["bounded"]
+    case_rows = [[label, b["documents"], mb(b["chars"] / 2**20), mb(b["rss_mb_before"]), mb(b["rss_mb_open"]),
+                  mb(b["rss_mb_after_requests"]), mb(b["rss_mb_after_close"]), f"{b['answered']} / {b['requests']}",
+                  opt(b["latency_ms"].get("p50")), opt(b["latency_ms"].get("max"))]
+                 for key, label in SOAK_CASES if (b := bounded.get(key))]
+    return [f"**Soak** ({where}`{r['command']}`, server in {r.get('dtype')} with {compiled}{threads}): "
+            f"{r['seconds'] / 60:.0f} minutes of held-out function bodies typed key by key as in the replay, one key "
+            f"every {c['interval_ms']:.0f} ms ({r['bodies_typed']} bodies), while every {c['churn_s']:.0f} s "
+            f"{c['churn_docs']} other held-out files were opened and the oldest closed beyond {c['max_open']}; "
+            f"`spanfill/status` sampled every {c['sample_s']:.0f} s ({len(r['samples'])} samples). Warm from "
+            f"{d['warm_from_s']:.0f} s on; the thirds are of the warm run, each figure the median of its sample "
+            "windows' round trips (answered requests):", "",
+            table(["what", "first", "last"], drift_rows), "",
+            f"Once warm, RSS grew {d['rss_growth_mb']:.1f} MB (at most {mb(d['rss_mb_max'])} MB; fitted slope "
+            f"**{slope} MB per hour**). {req['sent']} requests sent, {req['answered']} answered, {req['cancelled']} "
+            f"cancelled, **{req['failed']} failed**; round trip over the whole run p50 {ms(lat['p50'])}, p95 "
+            f"{ms(lat['p95'])}, p99 {ms(lat['p99'])}, max {ms(lat['max'])} ms.", "",
+            "Bounded resources, on the same server afterwards: each case opened, asked at a few places, closed; "
+            f"RSS at the end {mb(bounded['rss_mb_end'])} MB:", "",
+            table(["case", "documents", "text MB", "RSS before MB", "open", "after requests", "after close",
+                   "answered / asked", "p50 ms", "max ms"], case_rows)]
