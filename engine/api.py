@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, get_args
 
-from .decoding.prompt import Snippet
+from .decoding.prompt import Snippet, check_window_ids
 
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
@@ -98,6 +98,7 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
         raise ValueError(f"length={req.length!r} is unknown; use one of {', '.join(map(repr, LENGTHS))}")
     if req.temperature < 0 or not 0 < req.top_p <= 1:
         raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
+    check_window_ids(req.cut, req.prefix_ids, req.suffix_ids)
     return L, T
 
 

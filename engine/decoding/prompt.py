@@ -90,15 +90,20 @@ def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> list[in
     return ids
 
 
+def check_window_ids(cut: bool, prefix_ids: list[int] | None, suffix_ids: list[int] | None) -> None:
+    """Window ids are those of windows the caller cut: ValueError with cut=True."""
+    if cut and (prefix_ids is not None or suffix_ids is not None):
+        raise ValueError("prefix_ids/suffix_ids are the ids of windows already cut; pass them with cut=False")
+
+
 def context_ids(tok: Tokenizer, prefix: str, suffix: str, snippets: list[Snippet] | None = None,
                 budget: Budget = Budget(), cut: bool = True,
                 prefix_ids: list[int] | None = None, suffix_ids: list[int] | None = None) -> list[int]:
     """The token stream of the context. With cut=False the caller has already chosen the windows,
     and may pass their ids too (`tok.encode` of exactly `prefix` and `suffix`): they are not encoded
     again."""
+    check_window_ids(cut, prefix_ids, suffix_ids)
     if cut:
-        if prefix_ids is not None or suffix_ids is not None:
-            raise ValueError("prefix_ids/suffix_ids are the ids of windows already cut; pass them with cut=False")
         prefix = cut_prefix(tok, prefix, budget.prefix_tokens)
         suffix = cut_suffix(tok, suffix, budget.suffix_tokens)
     prefix_ids = tok.encode(prefix) if prefix_ids is None else prefix_ids

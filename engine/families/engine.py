@@ -148,8 +148,6 @@ class FamilyEngine:
         if req.cut:   # snippets have no place in these models' infill prompts: they are left out
             prefix = cut_prefix(self.tokenizer, prefix, self.budget.prefix_tokens)
             suffix = cut_suffix(self.tokenizer, suffix, self.budget.suffix_tokens)
-        if req.cut and (req.prefix_ids is not None or req.suffix_ids is not None):
-            raise ValueError("prefix_ids/suffix_ids are the ids of windows already cut; pass them with cut=False")
         # windows the caller cut may come with their ids (the server's): not encoded again
         prefix_ids = self.tokenizer.encode(prefix) if req.prefix_ids is None else req.prefix_ids
         suffix_ids = self.tokenizer.encode(suffix) if req.suffix_ids is None else req.suffix_ids
