@@ -108,6 +108,12 @@ class SpanfillModel(nn.Module):
             return self.head(self.norm(h))
         return F.linear(self.norm(h), self.embed.weight)
 
+    def add_length_head(self, classes: int) -> None:
+        """Give a trained model a length head of `classes` classes, initialised as at construction."""
+        self.cfg.length_classes = classes
+        self.length_head = nn.Linear(self.cfg.dim, classes, bias=True).to(self.embed.weight.device)
+        self._init(self.length_head)
+
     def length_logits(self, h: torch.Tensor) -> torch.Tensor:
         """h: [B, D] hidden state at <|middle|> -> [B, K] logits over the middle's token count."""
         if self.length_head is None:

@@ -66,7 +66,7 @@ def build_batch(examples: list[Example], span_length: int, special: SpecialIds,
     span_targets = torch.full((B, L), special.pad, dtype=torch.long)
     starts = torch.empty(B, dtype=torch.long)
     length_lo = torch.tensor([e.target[:L].index(special.eom) if special.eom in e.target[:L] else L for e in examples])
-    length_censored = torch.tensor([special.eom not in e.target[:L] for e in examples])
+    length_censored = length_lo == L              # no <|eom|> within the span: L tokens or more
     for b, ex in enumerate(examples):
         start = C - len(ex.context)
         starts[b] = start

@@ -138,8 +138,7 @@ def main(argv: list[str] | None = None) -> None:
             if model.length_head is not None:
                 ap.error(f"--length-classes {args.length_classes}: {args.init} has a length head of "
                          f"{cfg.length_classes} classes already")
-            cfg.length_classes = args.length_classes
-            model.length_head = SpanfillModel(cfg).length_head.to(device)
+            model.add_length_head(args.length_classes)
         print(f"initialised from {args.init} ({model.num_params() / 1e6:.1f}M params)", file=sys.stderr)
     else:
         cfg = dataclasses.replace(PRESETS[args.preset])
