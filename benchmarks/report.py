@@ -55,9 +55,12 @@ def written_on(path: Path, report: dict) -> str:
     return date.fromtimestamp(path.stat().st_mtime).isoformat()
 
 
+GOAL_SOURCES = ("eval", "engine_sweep", "replay", "limit")
+
+
 def goals_section(directory: Path, where: str) -> list[str]:
     """The project's latency and quality goals against this directory's results, where they measure them."""
-    ev, sweep, replay, limit = (load(directory, n) for n in ("eval", "engine_sweep", "replay", "limit"))
+    ev, sweep, replay, limit = (load(directory, n) for n in GOAL_SOURCES)
     rows = []
     ratio = lambda slow, fast: slow["latency_median_ms"] / fast["latency_median_ms"]   # noqa: E731
     met = lambda ok: "yes" if ok else "no"   # noqa: E731
@@ -148,7 +151,9 @@ def directory_section(directory: Path, results: Path = RESULTS) -> str | None:
     out = [f"## {short}: {dtype}", "",
            f"{full} Results in `{rel}/`{setting}, written {' to '.join(dict.fromkeys([days[0], days[-1]]))}."]
     stamp = lambda name, r: f"{written_on(directory / f'{name}.json', r)}, {short}; "   # noqa: E731
-    goals = goals_section(directory, f"{days[-1]}, {short}; ")
+    # dated by the newest of the files the goals are read from, not by the directory's newest file
+    goal_days = sorted(written_on(directory / f"{n}.json", r) for n, _, r in present if n in GOAL_SOURCES)
+    goals = goals_section(directory, f"{goal_days[-1] if goal_days else days[-1]}, {short}; ")
     if goals:
         out += ["", "\n".join(goals)]
     for name, render, report in present:

@@ -206,13 +206,13 @@ def length_section(r: dict, where: str = "") -> list[str]:
 
 def train_throughput_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/train_throughput.py: training tokens/s and model FLOP utilisation per setting."""
-    rows = [[x["setting"], x["batch"], f"{x['tokens_per_s']:.0f}", f"{100 * x['padding']:.0f}%",
-             f"{100 * x['mfu']:.0f}%", f"{x['speedup_vs_before']:.2f}x"] for x in r["rows"]]
+    rows = [[x["setting"], x["batch"], x.get("attention", "sdpa"), x.get("logits", "dense"), f"{x['tokens_per_s']:.0f}",
+             f"{100 * x['padding']:.0f}%", f"{100 * x['mfu']:.0f}%", f"{x['speedup_vs_before']:.2f}x"] for x in r["rows"]]
     peak = ", ".join(f"{k} {v:.2f}" for k, v in r["matmul_peak_tflops"].items())
     return [f"**Training throughput** ({where}`{r['command']}`; `{r['preset']}` preset, {r['params'] / 1e6:.1f}M "
             f"parameters, settings alternating in one process): tokens/s and model FLOPs as a share of a plain "
             f"matmul's rate in the same process (TFLOP/s: {peak}):", "",
-            table(["setting", "batch", "tokens/s", "padding", "of matmul peak", "vs before"], rows)]
+            table(["setting", "batch", "attention", "logits", "tokens/s", "padding", "of matmul peak", "vs before"], rows)]
 
 
 SOAK_CASES = (("many_documents", "many documents open at once"), ("big_document", "one large document"),

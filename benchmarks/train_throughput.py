@@ -8,10 +8,12 @@ tokenizer) on a freshly initialised preset model; writes results/train_throughpu
     python benchmarks/train_throughput.py --data /work/data
 
 `before` is the step `spanfill train` ran before bucketing (compiled per shape, fixed width, AdamW
-with foreach); `after` is today's. Tokens are those the loss sees (causal tokens with a target and
+with foreach, the SDPA kernel, logits at every position); `after` is today's (bucketed, fused AdamW,
+on the CPU `biased_attention`, the vocabulary projection only where a loss is). Tokens are those the loss sees (causal tokens with a target and
 the noised span), as `spanfill train` counts them; positions include padding. Model FLOPs: 6 x
-matmul parameters x positions plus the attention scores (12 x layers x B x S^2 x dim, the whole
-mask, as the fused kernel computes it), per step; utilisation is against a large matmul in the same
+the layers' matmul parameters x positions, 6 x the vocabulary projection's parameters x the
+positions with a loss, plus the attention scores (12 x layers x B x S^2 x dim, the whole mask, as
+both attention forms compute it), per step; utilisation is against a large matmul in the same
 dtype timed in the same process.
 """
 from __future__ import annotations
@@ -42,29 +44,34 @@ class Setting:
     bucketed: bool
     batch: int
     fused_adamw: bool = True
+    fused_attention: bool = False     # the SDPA kernel, or (False) biased_attention; on CUDA always SDPA
+    sparse: bool = True               # logits only where a loss is (sparse_loss_terms)
 
     @property
     def graph(self) -> tuple:
         """Settings with equal keys share one loss function (and so one compiled graph)."""
-        return (self.compiled, self.bf16, self.bucketed)
+        return (self.compiled, self.bf16, self.bucketed, self.fused_attention, self.sparse)
 
 
 SETTINGS = [
-    Setting("eager fp32, fixed width", False, False, False, 16, False),
-    Setting("eager bf16, fixed width", False, True, False, 16, False),
-    Setting("before: compiled bf16, fixed width", True, True, False, 16, False),
-    Setting("eager bf16, bucketed", False, True, True, 16),
-    Setting("after: compiled bf16, bucketed", True, True, True, 16),
-    Setting("compiled bf16, bucketed, batch 32", True, True, True, 32),
+    Setting("eager fp32, fixed width", False, False, False, 16, False, True, False),
+    Setting("eager bf16, fixed width", False, True, False, 16, False, True, False),
+    Setting("before: compiled bf16, fixed width", True, True, False, 16, False, True, False),
+    Setting("compiled bf16, bucketed", True, True, True, 16, True, True, False),
+    Setting("compiled bf16, bucketed, biased attention", True, True, True, 16, True, False, False),
+    Setting("after: compiled bf16, bucketed, biased attention, sparse logits", True, True, True, 16),
+    Setting("after, batch 32", True, True, True, 32),
 ]
 
 
-def model_flops(cfg, batch: int, positions: int) -> float:
-    """Forward + backward FLOPs of one batch of [batch, positions]: matmuls (6 per parameter per
-    position; the tied head included) and attention scores over the whole mask."""
+def model_flops(cfg, batch: int, positions: int, loss_positions: int) -> float:
+    """Forward + backward FLOPs of one batch of [batch, positions]: the layers' matmuls (6 per parameter
+    per position), the vocabulary projection at the loss_positions (those with a loss: its work
+    anywhere else is waste, whether a setting does it or not) and attention scores over the whole mask."""
     d, f = cfg.dim, cfg.ffn_dim
-    matmul_params = cfg.n_layers * (4 * d * d + 3 * d * f) + cfg.vocab_size * d
-    return 6.0 * matmul_params * batch * positions + 12.0 * cfg.n_layers * batch * positions ** 2 * d
+    layer_params = cfg.n_layers * (4 * d * d + 3 * d * f)
+    return (6.0 * layer_params * batch * positions + 6.0 * cfg.vocab_size * d * loss_positions
+            + 12.0 * cfg.n_layers * batch * positions ** 2 * d)
 
 
 def matmul_peak(dtype: torch.dtype, device: torch.device, n: int = 2048, repeats: int = 5) -> float:
@@ -114,7 +121,8 @@ def main(argv=None) -> int:
     for s in settings:
         graph = next((steps[o].loss_fn for o in steps if o.graph == s.graph), None)
         opt = make_optimizer(model, 1e-4, device) if s.fused_adamw else torch.optim.AdamW(model.parameters(), lr=1e-4)
-        step = TrainStep(model, opt, device, torch.bfloat16 if s.bf16 else None, s.compiled, dynamic=s.bucketed)
+        step = TrainStep(model, opt, device, torch.bfloat16 if s.bf16 else None, s.compiled, dynamic=s.bucketed,
+                         sparse=s.sparse, fused_attention=s.fused_attention or device.type == "cuda")
         if graph is not None:
             step.loss_fn = graph
         steps[s] = step
@@ -138,7 +146,7 @@ def main(argv=None) -> int:
             st["seconds"] += dt
             st["tokens"] += out["tokens"]
             st["positions"] += batch.tokens.numel()
-            st["flops"] += model_flops(cfg, *batch.tokens.shape)
+            st["flops"] += model_flops(cfg, *batch.tokens.shape, sum(len(i) for i in batch.loss_index))
             st["steps"] += 1
             st["step_ms"].append(dt * 1e3)
 
@@ -164,14 +172,16 @@ def main(argv=None) -> int:
         flops_per_s = st["flops"] / st["seconds"]
         peak = peaks["bf16" if s.bf16 else "fp32"]
         rows.append({"setting": s.name, "compiled": s.compiled, "autocast": "bf16" if s.bf16 else "fp32",
-                     "bucketed": s.bucketed, "batch": s.batch, "fused_adamw": s.fused_adamw, "steps": st["steps"],
+                     "bucketed": s.bucketed, "batch": s.batch, "fused_adamw": s.fused_adamw,
+                     "attention": "sdpa" if s.fused_attention or device.type == "cuda" else "biased",
+                     "logits": "sparse" if s.sparse else "dense", "steps": st["steps"],
                      "tokens_per_s": st["tokens"] / st["seconds"], "positions_per_s": st["positions"] / st["seconds"],
                      "padding": 1 - st["tokens"] / st["positions"], "step_median_ms": statistics.median(st["step_ms"]),
                      "model_tflops_per_s": flops_per_s / 1e12, "mfu": flops_per_s / peak, "warmup_s": warmup_s[s]})
     base = next((r for r in rows if r["setting"].startswith("before")), rows[0])
     for r in rows:
         r["speedup_vs_before"] = r["tokens_per_s"] / base["tokens_per_s"]
-        print(f"{r['setting']:<38} {r['tokens_per_s']:7.0f} tok/s  {r['positions_per_s']:7.0f} pos/s  "
+        print(f"{r['setting']:<66} {r['tokens_per_s']:7.0f} tok/s  {r['positions_per_s']:7.0f} pos/s  "
               f"padding {r['padding']:.0%}  step {r['step_median_ms']:6.0f} ms  MFU {r['mfu']:.1%}  "
               f"x{r['speedup_vs_before']:.2f}  (warm-up {r['warmup_s']:.0f} s)")
     out = write("train_throughput", {

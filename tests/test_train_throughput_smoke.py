@@ -12,7 +12,7 @@ import train_throughput  # noqa: E402
 def test_train_throughput_measures_each_setting(held_out_data, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(common, "RESULTS", tmp_path)
     (held_out_data / "train.jsonl").write_text((held_out_data / "held_out.jsonl").read_text())
-    assert train_throughput.main(["--data", str(held_out_data), "--preset", "tiny", "--settings", "0", "3",
+    assert train_throughput.main(["--data", str(held_out_data), "--preset", "tiny", "--settings", "0", "1",
                                   "--rounds", "1", "--steps", "1", "--warmup", "1", "--files", "4"]) == 0
     result = json.loads((tmp_path / "train_throughput.json").read_text())
     rows = {r["setting"]: r for r in result["rows"]}

@@ -46,6 +46,17 @@ class Batch:
     def real_tokens(self) -> int:
         return int((self.ar_targets != -100).sum()) + self.span_targets.numel()
 
+    @property
+    def loss_index(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """`loss_index` of this batch's targets."""
+        return loss_index(self.ar_targets, self.span_masked)
+
+
+def loss_index(ar_targets: torch.Tensor, span_masked: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Where the losses are: the flat indices into [B, S] of the positions with a next-token target
+    and into [B, L] of the masked span positions (`sparse_loss_terms` projects only these)."""
+    return (ar_targets.reshape(-1) != -100).nonzero().squeeze(1), span_masked.reshape(-1).nonzero().squeeze(1)
+
 
 def context_width_for(n_tokens: int) -> int:
     """The padded context width for contexts of up to n_tokens (a multiple of CONTEXT_WIDTH_STEP)."""
@@ -133,6 +144,23 @@ def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int,
     diffusion = ((ce * span_masked).sum(1) / t / L).mean()
     if length_logits is None:
         return ar, diffusion, torch.zeros((), device=logits.device)
+    return ar, diffusion, length_loss(length_logits, length_lo, length_censored)
+
+
+def sparse_loss_terms(model, h, ar_targets, span_targets, t, ar_index, span_index, C: int, L: int,
+                      length_logits=None, length_lo=None, length_censored=None):
+    """`loss_terms` from the final hidden states h [B, S, D] (model: what projects them, `logits`),
+    the vocabulary projection taken only where there is a loss (`loss_index`): the same losses without
+    the logits of left padding, of the pad tail after <|eom|> and of span positions left unmasked, a
+    sixth of a typical batch's positions and the largest matmul of the step."""
+    B, S, D = h.shape
+    ar_logits = model.logits(h.reshape(B * S, D)[ar_index]).float()                 # [Na, V]
+    ar = F.cross_entropy(ar_logits, ar_targets.reshape(-1)[ar_index])
+    span_h = h[:, C + L:].reshape(B * L, D)[span_index]
+    ce = F.cross_entropy(model.logits(span_h).float(), span_targets.reshape(-1)[span_index], reduction="none")
+    diffusion = (ce / t[span_index // L]).sum() / (B * L)       # = the mean over rows of sum(ce * masked) / t / L
+    if length_logits is None:
+        return ar, diffusion, torch.zeros((), device=h.device)
     return ar, diffusion, length_loss(length_logits, length_lo, length_censored)
 
 

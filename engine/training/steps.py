@@ -6,29 +6,52 @@ from __future__ import annotations
 import torch
 
 from ..core.model import SpanfillModel
-from .objective import Batch, length_loss, loss_terms
+from .objective import Batch, length_loss, loss_index, loss_terms, sparse_loss_terms
 
 # the length head's share of the loss: its cross-entropy is a few nats against the body's ~4, and
 # its gradient reaches every layer through one position per sequence
 LENGTH_WEIGHT = 0.1
 
 
-def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool, dynamic: bool = False):
+def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_: bool, dynamic: bool = False,
+                 sparse: bool | None = None, fused_attention: bool | None = None):
     """(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored, C, L)
     -> (ar, diffusion, length); length is 0 for a model without a length head.
 
     Compiled, the elementwise work around the matmuls (RMSNorm, RoPE, SwiGLU, casts, softmax) fuses,
     which on a small CPU is much of a step's time: at one compile per shape, or (dynamic=True) one
-    graph whose batch and sequence sizes are symbols, for batches of varying context width."""
+    graph whose batch and sequence sizes are symbols, for batches of varying context width.
+    sparse: the vocabulary projection only where a loss is (`sparse_loss_terms`; its sizes vary batch
+    by batch, so by default eager or dynamic only); fused_attention: see `SpanfillModel.hidden_train`."""
+    sparse = (not compile_ or dynamic) if sparse is None else sparse
+
+    def dense_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored,
+                 C: int, L: int):
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            h = model.hidden_train(tokens, positions, mask, fused_attention)
+            logits = model.logits(h)
+            # the context ends at <|middle|>, index C - 1 (left-padded to width C)
+            length_logits = None if model.length_head is None else model.length_logits(h[:, C - 1])
+        return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L, length_logits, length_lo, length_censored)
+
+    def sparse_fn(tokens, positions, mask, ar_targets, span_targets, t, length_lo, length_censored, ar_index, span_index,
+                  C: int, L: int):
+        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+            h = model.hidden_train(tokens, positions, mask, fused_attention)
+            length_logits = None if model.length_head is None else model.length_logits(h[:, C - 1])
+            return sparse_loss_terms(model, h, ar_targets, span_targets, t, ar_index, span_index, C, L,
+                                     length_logits, length_lo, length_censored)
+
+    if not sparse:
+        return torch.compile(dense_fn, dynamic=dynamic) if compile_ else dense_fn
+    inner = torch.compile(sparse_fn, dynamic=dynamic) if compile_ else sparse_fn
+
     def loss_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored,
                 C: int, L: int):
-        with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            if model.length_head is None:
-                logits, length_logits = model.forward_train(tokens, positions, mask), None
-            else:   # the context ends at <|middle|>, index C - 1 (left-padded to width C)
-                logits, length_logits = model.forward_train(tokens, positions, mask, length_at=C - 1)
-        return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L, length_logits, length_lo, length_censored)
-    return torch.compile(loss_fn, dynamic=dynamic) if compile_ else loss_fn
+        ar_index, span_index = loss_index(ar_targets, span_masked)   # data-dependent sizes: outside the graph
+        return inner(tokens, positions, mask, ar_targets, span_targets, t, length_lo, length_censored,
+                     ar_index, span_index, C, L)
+    return loss_fn
 
 
 def make_optimizer(model: SpanfillModel, lr: float, device: torch.device) -> torch.optim.Optimizer:
@@ -44,9 +67,9 @@ class TrainStep:
     any batch shape (bucketed batches) rather than one graph per shape."""
 
     def __init__(self, model: SpanfillModel, opt: torch.optim.Optimizer, device: torch.device, amp_dtype,
-                 compile_: bool, dynamic: bool = False):
+                 compile_: bool, dynamic: bool = False, sparse: bool | None = None, fused_attention: bool | None = None):
         self.model, self.opt, self.device = model, opt, device
-        self.loss_fn = make_loss_fn(model, device, amp_dtype, compile_, dynamic)
+        self.loss_fn = make_loss_fn(model, device, amp_dtype, compile_, dynamic, sparse, fused_attention)
 
     def __call__(self, batches: list[Batch]) -> dict:
         ar_sum = diff_sum = length_sum = 0.0

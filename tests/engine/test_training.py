@@ -132,6 +132,52 @@ def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):
     torch.testing.assert_close(g1, g0, rtol=1e-3, atol=1e-5)
 
 
+@pytest.mark.parametrize("length_classes", [0, 17])
+def test_sparse_losses_and_gradients_equal_the_dense_ones(model_and_tok, tiny_data, length_classes):
+    """The vocabulary projection only at positions with a loss (the default eager and dynamic step)
+    gives the losses and gradients of logits at every position: nothing a loss reads is left out."""
+    from spanfill.engine.core.model import SpanfillModel
+    base, tok = model_and_tok
+    torch.manual_seed(0)
+    model = SpanfillModel(dataclasses.replace(base.cfg, length_classes=length_classes))
+    model.load_state_dict(base.state_dict(), strict=False)
+    stream = ExampleStream(tok, corpus.read_split(tiny_data / "train.jsonl"), Budget(96, 32, 16), seed=0)
+    batch = build_batch([stream.next(16) for _ in range(6)], 16, tok.special, torch.Generator().manual_seed(0))
+    ar_index, span_index = batch.loss_index
+    assert 0 < len(ar_index) < batch.tokens.numel() and 0 < len(span_index) < batch.span_masked.numel()
+    args = (batch.tokens, batch.positions, batch.mask, batch.ar_targets, batch.span_targets, batch.span_masked,
+            batch.t, batch.length_lo, batch.length_censored, batch.context_width, batch.span_length)
+    results = []
+    for sparse in (False, True):
+        model.zero_grad()
+        terms = make_loss_fn(model, torch.device("cpu"), None, False, sparse=sparse)(*args)
+        sum(terms).backward()
+        results.append(([x.detach() for x in terms], {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (dense, g0), (sparse, g1) = results
+    for a, b in zip(sparse, dense):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert (dense[2] > 0) == (length_classes > 0)
+    for name in g0:
+        torch.testing.assert_close(g1[name], g0[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_biased_attention_equals_the_fused_kernel_under_the_training_mask(model_and_tok, tiny_data):
+    """The CPU training path's explicit attention (an additive -inf bias) gives the SDPA kernel's hidden
+    states and gradients under the training mask: left padding, causal context, bidirectional span."""
+    model, tok = model_and_tok
+    stream = ExampleStream(tok, corpus.read_split(tiny_data / "train.jsonl"), Budget(96, 32, 16), seed=0)
+    batch = build_batch([stream.next(16) for _ in range(4)], 16, tok.special, torch.Generator().manual_seed(0))
+    assert not batch.mask.all(-1).all()           # some rows really are masked
+    outs = []
+    for fused in (True, False):
+        model.zero_grad()
+        h = model.hidden_train(batch.tokens, batch.positions, batch.mask, fused_attention=fused)
+        (h * torch.linspace(-1, 1, h.shape[-1])).sum().backward()
+        outs.append((h.detach(), model.layers[0].attn.wqkv.weight.grad.clone()))
+    torch.testing.assert_close(outs[1][0], outs[0][0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(outs[1][1], outs[0][1], rtol=1e-4, atol=1e-5)
+
+
 def test_init_continues_a_shipped_model_without_its_run_directory(tiny_data, tmp_path):
     """--init starts a run from a model directory: the step count and log continue the shipped run's;
     --total-steps is the step the schedule ends at, or with --new-schedule the length of a schedule
