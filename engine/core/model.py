@@ -39,9 +39,9 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
 def biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
     """Attention as explicit products: q, k, v [B, H, S, Dh]; bias [B, 1, S, S] added to the scores
     (0 where a query may attend, -inf where not). The training path on the CPU: there the SDPA kernel
-    under an arbitrary mask computes every block anyway and runs well below matmul speed; compiled,
-    this form is one GEMM that adds the bias, a fused softmax and one GEMM, about twice as fast
-    forward and backward at training shapes (benchmarks/train_throughput.py)."""
+    under an arbitrary mask computes every block anyway, well below matmul speed, while compiled this
+    form is one GEMM that adds the bias, a fused softmax and one GEMM (benchmarks/train_throughput.py
+    times both)."""
     B, H, S, Dh = q.shape
     scores = torch.baddbmm(bias.expand(B, H, S, S).reshape(B * H, S, S), q.reshape(B * H, S, Dh),
                            k.reshape(B * H, S, Dh).transpose(1, 2), alpha=Dh ** -0.5)

@@ -151,8 +151,8 @@ def sparse_loss_terms(model, h, ar_targets, span_targets, t, ar_index, span_inde
                       length_logits=None, length_lo=None, length_censored=None):
     """`loss_terms` from the final hidden states h [B, S, D] (model: what projects them, `logits`),
     the vocabulary projection taken only where there is a loss (`loss_index`): the same losses without
-    the logits of left padding, of the pad tail after <|eom|> and of span positions left unmasked, a
-    sixth of a typical batch's positions and the largest matmul of the step."""
+    the logits of left padding, of the pad tail after <|eom|> and of span positions left unmasked (the
+    vocabulary projection is the step's largest matmul)."""
     B, S, D = h.shape
     ar_logits = model.logits(h.reshape(B * S, D)[ar_index]).float()                 # [Na, V]
     ar = F.cross_entropy(ar_logits, ar_targets.reshape(-1)[ar_index])
