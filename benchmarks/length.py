@@ -1,4 +1,4 @@
-"""Length strategies side by side (`CompletionRequest.length`, decoding/denoise.py): held-out single-
+"""Length strategies side by side (`CompletionRequest.length`, decoding/length.py): held-out single-
 and multi-line tasks decoded at T steps by each strategy, and by AR decoding of the same weights as
 the baseline, alternating task by task in one process (the order rotates with the task), so every
 strategy sees the same machine. Per strategy and kind: exact match and edit similarity as the editor

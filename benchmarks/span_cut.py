@@ -1,4 +1,4 @@
-"""The span cut (`CompletionRequest.shrink_span`, denoise.shrink_lengths) on and off, in one process:
+"""The span cut (`CompletionRequest.shrink_span`, decoding/length.py) on and off, in one process:
 held-out single- and multi-line tasks decoded at T=4 with the shipped model's compiled steps, the two settings alternating task by task
 (which goes first alternates too), so both see the same machine. Latency, exact match, edit
 similarity and forward passes per setting; writes results/span_cut.json.

@@ -23,7 +23,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "cpu_has_fast_bf16": ".core.device",
     "TORCH_DEFAULT_THREADS": ".core.device",
     "Tokenizer": ".core.tokenizer",
-    "shrink_lengths": ".decoding.denoise",
+    "shrink_lengths": ".decoding.length",
     "Budget": ".decoding.prompt",
     "Snippet": ".decoding.prompt",
     "cut_prefix": ".decoding.prompt",

@@ -11,7 +11,7 @@ from .decoding.prompt import Snippet, check_window_ids
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
 RULES: tuple[str, ...] = get_args(Rule)
-# how the span decides where the middle ends (decoding/denoise.py's docstring): end tokens commit like
+# how the span decides where the middle ends (decoding/length.py's docstring): end tokens commit like
 # any other, stricter trailing pads, end tokens held back (until sure; until all before them is
 # decided), the <|eom|> position fixed by the first step's distribution (mode, mean, median), or by
 # the model's length head before the first step (models trained with one)
@@ -49,7 +49,7 @@ class CompletionRequest:
     suffix_ids: list[int] | None = None  # the caller has them (Tokenizer.encode_cached): not encoded again
     heal: bool = True                    # token healing of a cursor inside a word (healing.py)
     shrink_span: bool = True             # content rule: later steps run on a shorter span once its tail
-                                         # is all pad (denoise.shrink_lengths); False for A/B measurements
+                                         # is all pad (decoding/length.py); False for A/B measurements
     fast_steps: bool = True              # the compiled CPU steps / CUDA graphs where they apply; False runs
                                          # the eager reference loop (A/B measurements)
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request

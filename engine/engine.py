@@ -20,7 +20,8 @@ from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
-from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, head_end, shrink_lengths
+from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
+from .decoding.length import head_end, shrink_lengths
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel

@@ -92,7 +92,7 @@ class CompiledSteps:
         self.eom_id, self.pad_id = eom_id, pad_id
         self.span_length = span_length
         # the denoising step is compiled for the span and for the shorter lengths the loop cuts it
-        # down to (denoise.SHRINK_TO): one static graph each
+        # down to (length.SHRINK_TO): one static graph each
         self.span_lengths = (span_length, *shrink_to)
         self.ready = False
         self.error: str | None = None

@@ -28,7 +28,8 @@ import torch
 
 from ..core.family import ModelFamily
 from . import kernels
-from .denoise import DenoiseConfig, DenoiseOutput, Step, StepPlan, banned_bias, place_end, step_body
+from .denoise import DenoiseConfig, DenoiseOutput, Step, StepPlan, banned_bias, step_body
+from .length import place_end
 
 CONTEXT_ROUND = 128
 

@@ -1,11 +1,11 @@
 """The span denoiser (DESIGN §5): L masks, T steps, commit the most confident positions each step.
 
-Pure tensor functions (schedule, confidence, commit rules, <|eom|> truncation) are tested without a
-model; `denoise` is the one place that owns the step loop. Following LLaDA (Nie et al. 2025, §2.4,
-"low-confidence remasking") a committed token is never re-masked; following Fast-dLLM (Wu et al.
-2025) the threshold rule commits every position whose confidence clears τ, at least one per step.
-The deadline turns the decoder into an anytime one: when the budget is spent, the next step is the
-last and commits everything left.
+Pure tensor functions (schedule, confidence, commit rules) are tested without a model; `denoise`
+is the one place that owns the step loop. Following LLaDA (Nie et al. 2025, §2.4, "low-confidence
+remasking") a committed token is never re-masked; following Fast-dLLM (Wu et al. 2025) the
+threshold rule commits every position whose confidence clears τ, at least one per step. The
+deadline turns the decoder into an anytime one: when the budget is spent, the next step is the last
+and commits everything left.
 
 Rules: `fixed` commits L/T positions per step, most confident first. Most of a span is `<|pad|>`
 (a single-line middle is a few tokens in 32 positions) and pads are the most confident proposals, so
@@ -15,21 +15,9 @@ and spreads the steps over what is left: each step commits ceil(n / steps left) 
 positions — the step budget goes to the tokens the user reads, and a span whose content is decided
 early stops early. `threshold` is Fast-dLLM's.
 
-Length (api.Length, DenoiseConfig.length): how the span decides where the middle ends. Under `pad`
-(the default) an <|eom|> or pad commits as soon as it is among a step's most confident proposals.
-Under an all-mask span the end tokens hold much of each position's probability (the model's
-marginal over every length), so an early <|eom|> often truncates the middle before its content is
-decided. The others: `strict-pad` asks STRICT_PAD_CONFIDENCE of the trailing pads; `late-end`
-holds an end proposal back until its confidence clears END_CONFIDENCE; `left-end` until every
-position before it is committed (the end is decided beside decided content, as an AR decoder
-decides to stop); both commit what is left on the final step. `first-step`, `first-step-mean` and
-`first-step-median` fix the <|eom|> position from the first step's distribution over where it falls
-(its mode, mean or median), in the spirit of CAL (length from the first step's confidence); the
-positions before it then may not propose an end token (in training a pad only ever follows <|eom|>).
-`head` takes the <|eom|> position from the model's length head (config.length_classes), read at
-<|middle|> before the span is decoded: <|eom|> and the pads after it are committed before the first
-step (`place_end`), no position before it may propose an end token, and every step goes to content.
-benchmarks/length.py measures them side by side.
+Length (api.Length, DenoiseConfig.length): how the span decides where the middle ends. The
+strategies' rules, <|eom|> truncation and the span cut are in length.py; `choose_commit`,
+`step_body` and `denoise` apply them.
 """
 from __future__ import annotations
 
@@ -43,23 +31,10 @@ import torch
 from . import kernels
 from ..api import DEFAULT_LENGTH
 from ..core.family import ModelFamily
+from .length import (FIRST_STEP, PAD_CONFIDENCE, STRICT_PAD_CONFIDENCE, fix_end, held_ends, place_end, shrunk_length,
+                     trailing_pads, truncate_after_eom)
 
 NEG_INF = float("-inf")
-# a proposed <|pad|> more probable than this joins the span's free tail (rule `content`): with 0
-# (every proposed pad) unsure pads cut completions short. `spanfill eval` reports `content` beside `fixed`.
-PAD_CONFIDENCE = 0.5
-# span lengths the `content` rule cuts a span down to once everything after them is committed pads
-# (`shrunk_length`): the later steps of a short middle then cost about half, at the same exact match
-# (benchmarks/span_cut.py measures both settings side by side).
-SHRINK_TO = (16,)
-STRICT_PAD_CONFIDENCE = 0.9    # `strict-pad`: the trailing pads' confidence
-END_CONFIDENCE = 0.9           # `late-end`: an end token commits before the final step only above this
-FIRST_STEP = {"first-step": "mode", "first-step-mean": "mean", "first-step-median": "median"}
-
-
-def shrink_lengths(span_length: int) -> tuple[int, ...]:
-    """The SHRINK_TO lengths a span of span_length can be cut down to."""
-    return tuple(n for n in SHRINK_TO if n < span_length)
 
 
 def commit_schedule(span_length: int, steps: int) -> list[int]:
@@ -104,17 +79,6 @@ def commit_topk(confidence: torch.Tensor, masked: torch.Tensor, k: int) -> torch
     return torch.zeros_like(masked).scatter(1, idx, True) & masked
 
 
-def trailing_pads(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
-                   pad: int, min_confidence: float = PAD_CONFIDENCE) -> torch.Tensor:
-    """[B, L] bool: masked positions in the run of pads that ends the span — proposed pad with
-    confidence > min_confidence, or already pad — counted from the right end inward."""
-    token = torch.where(masked, proposal, span)
-    padded = (token == pad) & (~masked | (confidence > min_confidence))
-    index = torch.arange(span.shape[1], device=span.device)
-    last_unpadded = torch.where(padded, -1, index).amax(1, keepdim=True)   # reductions, not a scan: they fuse
-    return (index > last_unpadded) & masked
-
-
 def commit_spread(confidence: torch.Tensor, content: torch.Tensor, steps_left: torch.Tensor | int) -> torch.Tensor:
     """Commit ceil(n / steps_left) of each row's n content positions, most confident first: a per-row
     k, computed on the device (a rank test, no host sync, so it compiles and graph-captures)."""
@@ -141,69 +105,6 @@ def commit_content(span: torch.Tensor, masked: torch.Tensor, confidence: torch.T
     return tail | (commit_spread(behind, masked & ~tail, steps_left) & ~held)
 
 
-def held_ends(masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor, length: str,
-              eom: int, pad: int) -> torch.Tensor:
-    """[B, L] bool: masked positions whose end proposal (<|eom|> or pad) waits this step: under
-    `late-end` those at or below END_CONFIDENCE, under `left-end` those with a masked position before
-    them; none under the other strategies."""
-    end = masked & ((proposal == eom) | (proposal == pad))
-    if length == "late-end":
-        return end & (confidence <= END_CONFIDENCE)
-    if length == "left-end":
-        index = torch.arange(masked.shape[1], device=masked.device)
-        first_masked = torch.where(masked, index, masked.shape[1]).amin(1, keepdim=True)
-        return end & (index > first_masked)
-    return torch.zeros_like(masked)
-
-
-def end_position(p_eom: torch.Tensor, estimate: str = "mode") -> torch.Tensor:
-    """p_eom: [B, L] each position's probability of <|eom|> -> [B, 1] the position it is fixed at:
-    the distribution's mode, mean (rounded) or median, over the span's positions."""
-    if estimate == "mode":
-        return p_eom.argmax(1, keepdim=True)
-    p = p_eom / p_eom.sum(1, keepdim=True).clamp_min(1e-12)
-    if estimate == "mean":
-        index = torch.arange(p.shape[1], device=p.device, dtype=p.dtype)
-        return (p * index).sum(1, keepdim=True).round().long()
-    return (p.cumsum(1) < 0.5).sum(1, keepdim=True).clamp(max=p.shape[1] - 1)
-
-
-def fix_end(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int,
-            estimate: str = "mode") -> None:
-    """The `first-step` strategies, in place. logits: [B, L, V]; span/masked: [B, L]. A row at its
-    first step (all masked) commits <|eom|> where its distribution puts it (`end_position`; the pads
-    after it follow through truncate_after_eom); in every row with a committed <|eom|>, the masked
-    positions before it may not propose an end token. Tensor ops, no branch: it compiles and
-    graph-captures."""
-    B, L = span.shape
-    p_eom = torch.exp(logits[..., eom] - torch.logsumexp(logits, dim=-1))          # [B, L]
-    index = torch.arange(L, device=span.device)
-    fresh = masked.all(1, keepdim=True)                                              # [B, 1]
-    place = fresh & (index == end_position(p_eom, estimate))
-    span.masked_fill_(place, eom)
-    masked &= ~place
-    truncate_after_eom(span, masked, eom, pad)
-    committed = (span == eom) & ~masked
-    end = torch.where(committed, index, L).amin(1, keepdim=True)                     # [B, 1]; L: none
-    before = masked & (index < end) & (end < L)
-    logits[..., eom] = logits[..., eom].masked_fill(before, NEG_INF)
-    logits[..., pad] = logits[..., pad].masked_fill(before, NEG_INF)
-
-
-def head_end(p_length: torch.Tensor) -> int:
-    """p_length: [K] the length head's distribution over the middle's token count (K-1 = that many or
-    more) -> the count the span ends at: the distribution's median, which is robust to its long tail."""
-    return int((p_length.float().cumsum(0) < 0.5).sum().clamp(max=p_length.shape[0] - 1))
-
-
-def place_end(span: torch.Tensor, masked: torch.Tensor, end: int, eom: int, pad: int) -> None:
-    """In place, before the first step: <|eom|> committed at `end` and pads after it; an end at or
-    past the span's length commits nothing (the middle fills the span)."""
-    if end < span.shape[1]:
-        span[:, end] = eom
-        span[:, end + 1:] = pad
-        masked[:, end:] = False
-
 
 def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: float) -> torch.Tensor:
     """Commit every masked position with confidence > threshold, and at least the best one per row."""
@@ -211,26 +112,6 @@ def commit_threshold(confidence: torch.Tensor, masked: torch.Tensor, threshold: 
         return kernels.commit(confidence, masked, 1, threshold)
     return (masked & (confidence > threshold)) | commit_topk(confidence, masked, 1)
 
-
-def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int) -> None:
-    """In place: once <|eom|> is committed at j, positions > j become committed pads and drop out."""
-    is_eom = (span == eom) & ~masked
-    index = torch.arange(span.shape[1], device=span.device)
-    after = index > torch.where(is_eom, index, span.shape[1]).amin(1, keepdim=True)
-    span.masked_fill_(after, pad)
-    masked &= ~after
-
-
-def shrunk_length(span: torch.Tensor, masked: torch.Tensor, pad: int, lengths: tuple[int, ...]) -> int:
-    """The shortest of `lengths` that holds everything of the span except committed trailing pads
-    (across all rows), or the span's own length. A span's tail of committed pads is what a shorter
-    span's tail would be: the model was trained on spans of 16, 32 and 64 whose middle ends with
-    <|eom|> and pads, so the remaining steps can run on the shorter span, each costing about half."""
-    L = span.shape[1]
-    live = masked | (span != pad)
-    index = torch.arange(L, device=span.device)
-    need = int(torch.where(live, index + 1, 0).amax())    # a host sync; the step loop already has one
-    return min((n for n in lengths if need <= n < L), default=L)
 
 
 @dataclass
@@ -245,7 +126,7 @@ class DenoiseConfig:
     greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
     first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
-    length: str = DEFAULT_LENGTH      # how the middle's end is decided (api.LENGTHS; the module docstring)
+    length: str = DEFAULT_LENGTH      # how the middle's end is decided (api.LENGTHS; length.py)
     end: int | None = None            # <|eom|>'s position, committed before the first step (`head`); >= L: none
 
 

@@ -17,7 +17,7 @@ driven by engine.py):
   committed delete token removes its position, so the span grows and shrinks while it is denoised.
 * `fixed` — L masks, every one filled (the publishers' fixed-length evaluation).
 
-Whatever the strategy, a committed end token ends the completion (denoise.truncate_after_eom).
+Whatever the strategy, a committed end token ends the completion (decoding/length.py: truncate_after_eom).
 """
 from __future__ import annotations
 

@@ -3,10 +3,11 @@ import types
 
 import torch
 
-from spanfill.engine.decoding.denoise import (END_CONFIDENCE, DenoiseConfig, StepPlan, apply_commit, choose_commit,
-                                              commit_content, commit_schedule, commit_spread, commit_threshold,
-                                              commit_topk, denoise, end_position, fix_end, held_ends, pick_tokens,
-                                              shrink_lengths, shrunk_length, trailing_pads, truncate_after_eom)
+from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, apply_commit, choose_commit, commit_content,
+                                              commit_schedule, commit_spread, commit_threshold, commit_topk, denoise,
+                                              pick_tokens)
+from spanfill.engine.decoding.length import (END_CONFIDENCE, end_position, fix_end, held_ends, shrink_lengths,
+                                             shrunk_length, trailing_pads, truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
 

@@ -7,7 +7,8 @@ import torch
 from spanfill.engine import CompletionRequest, Engine
 from spanfill.engine.core.checkpoint import load_model
 from spanfill.engine.core.model import SpanfillModel
-from spanfill.engine.decoding.denoise import DenoiseConfig, denoise, head_end, place_end
+from spanfill.engine.decoding.denoise import DenoiseConfig, denoise
+from spanfill.engine.decoding.length import head_end, place_end
 
 
 def test_head_end_is_the_median_count():
