@@ -34,7 +34,8 @@ def main(argv=None) -> int:
         engine.compiled.strict = False    # the non-default strategies run eagerly by design
     L = engine.model.cfg.span_length
     if args.lengths is None:
-        args.lengths = [name for name in LENGTHS if name != "head" or engine.model.length_head is not None]
+        # `head` needs a length head; without one `auto` is `pad`
+        args.lengths = [name for name in LENGTHS if name not in ("head", "auto") or engine.model.length_head is not None]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     settings = [("diffusion", length) for length in args.lengths] + ([] if args.no_ar else [("ar", DEFAULT_LENGTH)])
     runs: dict[tuple[str, str, str], list] = {}

@@ -11,14 +11,15 @@ from .decoding.prompt import Snippet, check_window_ids
 Mode = Literal["diffusion", "ar"]
 Rule = Literal["content", "fixed", "threshold"]
 RULES: tuple[str, ...] = get_args(Rule)
-# how the span decides where the middle ends (decoding/length.py's docstring): end tokens commit like
-# any other, stricter trailing pads, end tokens held back (until sure; until all before them is
-# decided), the <|eom|> position fixed by the first step's distribution (mode, mean, median), or by
-# the model's length head before the first step (models trained with one)
-Length = Literal["pad", "strict-pad", "late-end", "left-end", "first-step", "first-step-mean", "first-step-median",
-                 "head"]
+# how the span decides where the middle ends (decoding/length.py's docstring): `auto` picks `head` at a
+# multi-line cursor for a model with a length head and `pad` otherwise; end tokens commit like any other,
+# stricter trailing pads, end tokens held back (until sure; until all before them is decided), the
+# <|eom|> position fixed by the first step's distribution (mode, mean, median), or by the model's
+# length head before the first step (models trained with one)
+Length = Literal["auto", "pad", "strict-pad", "late-end", "left-end", "first-step", "first-step-mean",
+                 "first-step-median", "head"]
 LENGTHS: tuple[str, ...] = get_args(Length)
-DEFAULT_LENGTH: Length = "pad"
+DEFAULT_LENGTH: Length = "auto"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 MAX_SPAN = 256                             # the longest span L a request may ask for
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch

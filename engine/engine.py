@@ -15,13 +15,13 @@ from pathlib import Path
 
 import torch
 
-from .api import DEFAULT_LENGTH, CompletionRequest, CompletionResult, Timings, begin, check_request
+from .api import CompletionRequest, CompletionResult, Timings, begin, check_request
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
-from .decoding.length import head_end, shrink_lengths
+from .decoding.length import head_end, resolve_length, shrink_lengths
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
@@ -146,7 +146,8 @@ class Engine:
 
         t0 = time.perf_counter()
         compiled = self.compiled if self.compiled is not None and self.compiled.ready and req.fast_steps else None
-        head = req.mode == "diffusion" and req.length == "head"
+        length = resolve_length(req.length, req.prefix, req.suffix, self.model.length_head is not None)
+        head = req.mode == "diffusion" and length == "head"
         if head and self.model.length_head is None:
             raise ValueError(f"length='head' needs a model with a length head; {self.name} has none "
                              f"(config.length_classes = 0): use length='pad'")
@@ -178,10 +179,10 @@ class Engine:
             end = head_end(torch.softmax(self.model.length_logits(lookup.entry.last_hidden)[0].float(), -1)) if head else None
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
                                 healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
-                                length=req.length, end=end)
-            # the compiled and captured steps run the default length strategy and `head` (whose end is
+                                length=length, end=end)
+            # the compiled and captured steps run `pad` and `head` (whose end is
             # placed before the steps) only
-            length_on_fast_steps = req.length in (DEFAULT_LENGTH, "head")
+            length_on_fast_steps = length in ("pad", "head")
             static = self.static_denoiser if req.fast_steps else None
             if static is not None and static.supports(cfg) and length_on_fast_steps:
                 out = static.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)

@@ -29,7 +29,6 @@ from typing import Callable
 import torch
 
 from . import kernels
-from ..api import DEFAULT_LENGTH
 from ..core.family import ModelFamily
 from .length import (FIRST_STEP, PAD_CONFIDENCE, STRICT_PAD_CONFIDENCE, fix_end, held_ends, place_end, shrunk_length,
                      trailing_pads, truncate_after_eom)
@@ -126,13 +125,13 @@ class DenoiseConfig:
     greedy_first: bool = False     # with temperature > 0: candidate 0 is the greedy one, the rest sampled
     first_bias: torch.Tensor | None = None   # [V] added to the first position's logits (healing.py)
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
-    length: str = DEFAULT_LENGTH      # how the middle's end is decided (api.LENGTHS; length.py)
+    length: str = "pad"               # how the middle's end is decided (api.LENGTHS, `auto` resolved: length.resolve_length)
     end: int | None = None            # <|eom|>'s position, committed before the first step (`head`); >= L: none
 
 
 def choose_commit(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
                   left: torch.Tensor | int, k: int, rule: str, threshold: float, pad: int,
-                  length: str = DEFAULT_LENGTH, eom: int | None = None) -> torch.Tensor:
+                  length: str = "pad", eom: int | None = None) -> torch.Tensor:
     """[B, L] bool: the positions this step commits under `rule`, with `left` steps left (this one
     included) and `k` the fixed schedule's count; on the final step (left == 1) everything left.
     Under `content`, left may be a tensor (the compiled step's): its rank test needs no branch.
@@ -241,13 +240,13 @@ def step_body(model: ModelFamily, span: torch.Tensor, masked: torch.Tensor, cont
               left: torch.Tensor | int, k: int, bias: torch.Tensor, first_bias: torch.Tensor, rule: str,
               threshold: float, eom: int, pad: int, pick=greedy,
               positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None,
-              length: str = DEFAULT_LENGTH) -> None:
+              length: str = "pad") -> None:
     """One denoising step, in place on span/masked [B, L]: the span's forward against the cached
     context, logits for every position with the banned ids' bias [V] and token healing's first_bias
     [V] on position 0, a pick per position, then the commit. The one step body: `denoise` runs it
     eagerly, compiled.py through torch.compile, cuda_step.py captured in CUDA graphs. Every position's
     logits, not only the masked ones': no data-dependent shapes, so it compiles and graph-captures.
-    `length` is the length strategy (api.LENGTHS); the compiled and captured steps run the default."""
+    `length` is the length strategy (api.LENGTHS, `auto` resolved: length.resolve_length); the compiled and captured steps run `pad`."""
     B, L = span.shape
     logits = model.logits(model.span_step(span, context_len, kv, positions, key_mask)).float() + bias   # [B, L, V]
     logits[:, 0] += first_bias

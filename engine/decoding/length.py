@@ -8,7 +8,11 @@ it become committed pads (`truncate_after_eom`). Under an all-mask span the end 
 each position's probability (the model's marginal over every length), so an early <|eom|> often
 truncates the middle before its content is decided; the strategies differ in when an end may commit:
 
-* `pad` (the default): an <|eom|> or pad commits as soon as it is among a step's most confident
+* `auto` (the default) is resolved per request (`resolve_length`): `head` where the editor shows
+  several lines (postprocess.wants_multiline) and the model has a length head, `pad` elsewhere: a
+  multi-line middle is where the pad predictions cut completions shortest, while at a single-line
+  cursor a fixed length loses more exact matches than it gains characters.
+* `pad`: an <|eom|> or pad commits as soon as it is among a step's most confident
   proposals; under the `content` rule the proposed pads that end the span commit for free once more
   probable than PAD_CONFIDENCE (`trailing_pads`).
 * `strict-pad`: those trailing pads must clear STRICT_PAD_CONFIDENCE.
@@ -34,6 +38,8 @@ from __future__ import annotations
 
 import torch
 
+from .postprocess import Cursor, wants_multiline
+
 NEG_INF = float("-inf")
 # a proposed <|pad|> more probable than this joins the span's free tail (rule `content`): with 0
 # (every proposed pad) unsure pads cut completions short. `spanfill eval` reports `content` beside `fixed`.
@@ -45,6 +51,14 @@ SHRINK_TO = (16,)
 STRICT_PAD_CONFIDENCE = 0.9    # `strict-pad`: the trailing pads' confidence
 END_CONFIDENCE = 0.9           # `late-end`: an end token commits before the final step only above this
 FIRST_STEP = {"first-step": "mode", "first-step-mean": "mean", "first-step-median": "median"}
+
+
+def resolve_length(length: str, prefix: str, suffix: str, has_head: bool) -> str:
+    """The strategy a request runs: `length` itself, or for `auto` `head` at a multi-line cursor
+    (prefix/suffix with \\n line ends) of a model with a length head and `pad` otherwise."""
+    if length != "auto":
+        return length
+    return "head" if has_head and wants_multiline(Cursor(prefix, suffix)) else "pad"
 
 
 def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int) -> None:

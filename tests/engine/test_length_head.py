@@ -8,7 +8,7 @@ from spanfill.engine import CompletionRequest, Engine
 from spanfill.engine.core.checkpoint import load_model
 from spanfill.engine.core.model import SpanfillModel
 from spanfill.engine.decoding.denoise import DenoiseConfig, denoise
-from spanfill.engine.decoding.length import head_end, place_end
+from spanfill.engine.decoding.length import head_end, place_end, resolve_length
 
 
 def test_head_end_is_the_median_count():
@@ -69,6 +69,31 @@ def test_head_strategy_fills_the_span_when_the_head_says_it_runs_past_it(tiny_di
     engine = _engine_with_head(tiny_dir, L)            # class L: L tokens or more
     result = engine.complete(CompletionRequest(prefix="x = [", suffix="]\n", length="head", span_length=L, heal=False))
     assert result.finished == [False]
+
+
+def test_auto_takes_the_head_at_a_multi_line_cursor_of_a_model_with_one():
+    multi = ("def f(x):\n", "\n    return y\n")         # an empty line after a block opener
+    indented = ("def f(x):\n    ", "\n")                 # an empty (indented) line
+    single = ("x = ", "\n")                               # the end of a line that opens no block
+    inside = ("print(", ")\n")                            # text after the cursor on its line
+    assert [resolve_length("auto", *c, has_head=True) for c in (multi, indented, single, inside)] == \
+        ["head", "head", "pad", "pad"]
+    assert {resolve_length("auto", *c, has_head=False) for c in (multi, indented, single, inside)} == {"pad"}
+    assert resolve_length("late-end", *multi, has_head=True) == "late-end"      # an explicit strategy stays
+
+
+def test_the_default_length_is_the_heads_at_a_multi_line_cursor_and_pads_elsewhere(tiny_dir):
+    """A request with the default strategy (`auto`) decodes exactly as `head` at a multi-line cursor
+    and as `pad` at a single-line one."""
+    engine = _engine_with_head(tiny_dir, 3)
+    for prefix, suffix in (("def f(x):\n    ", "\n"), ("x = ", "\n")):
+        strategy = resolve_length("auto", prefix, suffix, has_head=True)
+        assert strategy == ("head" if prefix.endswith("    ") else "pad")
+        runs = [engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, heal=False, **kw))
+                for kw in ({}, {"length": strategy})]
+        assert runs[0].texts == runs[1].texts and runs[0].steps_run == runs[1].steps_run
+        if strategy == "head":       # three tokens, then the end the head placed
+            assert len(engine.tokenizer.encode(runs[0].texts[0])) <= 3 and runs[0].finished == [True]
 
 
 def test_head_strategy_needs_a_model_with_a_length_head(engine):
