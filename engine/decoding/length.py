@@ -50,6 +50,10 @@ PAD_CONFIDENCE = 0.5
 SHRINK_TO = (16,)
 STRICT_PAD_CONFIDENCE = 0.9    # `strict-pad`: the trailing pads' confidence
 END_CONFIDENCE = 0.9           # `late-end`: an end token commits before the final step only above this
+# `head` ends the span at this quantile of the head's count distribution: a little past the median,
+# since a multi-line middle's count has a long right tail and post-processing trims a middle that
+# runs past its block (benchmarks/length.py shows the chars against the reference's)
+HEAD_QUANTILE = 0.6
 FIRST_STEP = {"first-step": "mode", "first-step-mean": "mean", "first-step-median": "median"}
 
 
@@ -130,10 +134,10 @@ def fix_end(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, eom:
     logits[..., pad] = logits[..., pad].masked_fill(before, NEG_INF)
 
 
-def head_end(p_length: torch.Tensor) -> int:
+def head_end(p_length: torch.Tensor, quantile: float = HEAD_QUANTILE) -> int:
     """p_length: [K] the length head's distribution over the middle's token count (K-1 = that many or
-    more) -> the count the span ends at: the distribution's median, which is robust to its long tail."""
-    return int((p_length.float().cumsum(0) < 0.5).sum().clamp(max=p_length.shape[0] - 1))
+    more) -> the count the span ends at: the distribution's `quantile`, robust to its long tail."""
+    return int((p_length.float().cumsum(0) < quantile).sum().clamp(max=p_length.shape[0] - 1))
 
 
 def place_end(span: torch.Tensor, masked: torch.Tensor, end: int, eom: int, pad: int) -> None:
