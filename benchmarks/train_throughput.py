@@ -9,8 +9,8 @@ tokenizer) on a freshly initialised preset model; writes results/train_throughpu
 
 `before` is the step `spanfill train` ran before bucketing (compiled per shape, fixed width, AdamW
 with foreach, the SDPA kernel, logits at every position); `after` is today's (bucketed, fused AdamW,
-on the CPU `biased_attention`, the vocabulary projection only where a loss is). Tokens are those the loss sees (causal tokens with a target and
-the noised span), as `spanfill train` counts them; positions include padding. Model FLOPs: 6 x
+on the CPU `biased_attention`, the vocabulary projection only where a loss is). Tokens are those the
+loss sees (causal tokens with a target and the noised span), as `spanfill train` counts them; positions include padding. Model FLOPs: 6 x
 the layers' matmul parameters x positions, 6 x the vocabulary projection's parameters x the
 positions with a loss, plus the attention scores (12 x layers x B x S^2 x dim, the whole mask, as
 both attention forms compute it), per step; utilisation is against a large matmul in the same
@@ -46,6 +46,10 @@ class Setting:
     fused_adamw: bool = True
     fused_attention: bool = False     # the SDPA kernel, or (False) biased_attention; on CUDA always SDPA
     sparse: bool = True               # logits only where a loss is (sparse_loss_terms)
+
+    def sdpa(self, device: torch.device) -> bool:
+        """Whether this setting's attention is the SDPA kernel (always on CUDA)."""
+        return self.fused_attention or device.type == "cuda"
 
     @property
     def graph(self) -> tuple:
@@ -122,7 +126,7 @@ def main(argv=None) -> int:
         graph = next((steps[o].loss_fn for o in steps if o.graph == s.graph), None)
         opt = make_optimizer(model, 1e-4, device) if s.fused_adamw else torch.optim.AdamW(model.parameters(), lr=1e-4)
         step = TrainStep(model, opt, device, torch.bfloat16 if s.bf16 else None, s.compiled, dynamic=s.bucketed,
-                         sparse=s.sparse, fused_attention=s.fused_attention or device.type == "cuda")
+                         sparse=s.sparse, fused_attention=s.sdpa(device))
         if graph is not None:
             step.loss_fn = graph
         steps[s] = step
@@ -173,7 +177,7 @@ def main(argv=None) -> int:
         peak = peaks["bf16" if s.bf16 else "fp32"]
         rows.append({"setting": s.name, "compiled": s.compiled, "autocast": "bf16" if s.bf16 else "fp32",
                      "bucketed": s.bucketed, "batch": s.batch, "fused_adamw": s.fused_adamw,
-                     "attention": "sdpa" if s.fused_attention or device.type == "cuda" else "biased",
+                     "attention": "sdpa" if s.sdpa(device) else "biased",
                      "logits": "sparse" if s.sparse else "dense", "steps": st["steps"],
                      "tokens_per_s": st["tokens"] / st["seconds"], "positions_per_s": st["positions"] / st["seconds"],
                      "padding": 1 - st["tokens"] / st["positions"], "step_median_ms": statistics.median(st["step_ms"]),

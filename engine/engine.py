@@ -180,8 +180,7 @@ class Engine:
             cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
                                 healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
                                 length=length, end=end)
-            # the compiled and captured steps run `pad` and `head` (whose end is
-            # placed before the steps) only
+            # the compiled and captured steps run `pad` and `head` (whose end is placed before the steps) only
             length_on_fast_steps = length in ("pad", "head")
             static = self.static_denoiser if req.fast_steps else None
             if static is not None and static.supports(cfg) and length_on_fast_steps:

@@ -151,14 +151,9 @@ class SpanfillModel(nn.Module):
         return x
 
     # ---- training ------------------------------------------------------------------------------
-    def forward_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
-                      length_at: int | None = None):
-        """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V];
-        with length_at (the index of <|middle|>), also the length head's logits there [B, K]."""
-        h = self.hidden_train(tokens, positions, mask)
-        if length_at is None:
-            return self.logits(h)
-        return self.logits(h), self.length_logits(h[:, length_at])
+    def forward_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """tokens/positions: [B, S]; mask: [B, 1, S, S] bool (True = may attend). Returns logits [B, S, V]."""
+        return self.logits(self.hidden_train(tokens, positions, mask))
 
     def hidden_train(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
                      fused_attention: bool | None = None) -> torch.Tensor:
@@ -166,7 +161,9 @@ class SpanfillModel(nn.Module):
         kernel under the mask (default on CUDA) or `biased_attention` (default on the CPU)."""
         x = self.embed(tokens)
         cos, sin = self._rope(positions, x.dtype)
-        if fused_attention if fused_attention is not None else x.device.type == "cuda":
+        if fused_attention is None:
+            fused_attention = x.device.type == "cuda"
+        if fused_attention:
             def attend(i, q, k, v):
                 return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
         else:

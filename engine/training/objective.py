@@ -142,9 +142,14 @@ def loss_terms(logits, ar_targets, span_targets, span_masked, t, C: int, L: int,
     span_logits = logits[:, C + L:].float()                                 # [B, L, V]
     ce = F.cross_entropy(span_logits.reshape(-1, V), span_targets.reshape(-1), reduction="none").view_as(span_targets)
     diffusion = ((ce * span_masked).sum(1) / t / L).mean()
+    return ar, diffusion, _length_term(length_logits, length_lo, length_censored, ar.device)
+
+
+def _length_term(length_logits, length_lo, length_censored, device: torch.device) -> torch.Tensor:
+    """The length head's loss, or 0 for a model without a head."""
     if length_logits is None:
-        return ar, diffusion, torch.zeros((), device=logits.device)
-    return ar, diffusion, length_loss(length_logits, length_lo, length_censored)
+        return torch.zeros((), device=device)
+    return length_loss(length_logits, length_lo, length_censored)
 
 
 def sparse_loss_terms(model, h, ar_targets, span_targets, t, ar_index, span_index, C: int, L: int,
@@ -159,9 +164,7 @@ def sparse_loss_terms(model, h, ar_targets, span_targets, t, ar_index, span_inde
     span_h = h[:, C + L:].reshape(B * L, D)[span_index]
     ce = F.cross_entropy(model.logits(span_h).float(), span_targets.reshape(-1)[span_index], reduction="none")
     diffusion = (ce / t[span_index // L]).sum() / (B * L)       # = the mean over rows of sum(ce * masked) / t / L
-    if length_logits is None:
-        return ar, diffusion, torch.zeros((), device=h.device)
-    return ar, diffusion, length_loss(length_logits, length_lo, length_censored)
+    return ar, diffusion, _length_term(length_logits, length_lo, length_censored, ar.device)
 
 
 class BatchStream:

@@ -25,20 +25,23 @@ def make_loss_fn(model: SpanfillModel, device: torch.device, amp_dtype, compile_
     by batch, so by default eager or dynamic only); fused_attention: see `SpanfillModel.hidden_train`."""
     sparse = (not compile_ or dynamic) if sparse is None else sparse
 
+    def encode(tokens, positions, mask, C: int):
+        """Final hidden states, and the length head's logits where the model has one: the context
+        ends at <|middle|>, index C - 1 (left-padded to width C)."""
+        h = model.hidden_train(tokens, positions, mask, fused_attention)
+        return h, None if model.length_head is None else model.length_logits(h[:, C - 1])
+
     def dense_fn(tokens, positions, mask, ar_targets, span_targets, span_masked, t, length_lo, length_censored,
                  C: int, L: int):
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            h = model.hidden_train(tokens, positions, mask, fused_attention)
+            h, length_logits = encode(tokens, positions, mask, C)
             logits = model.logits(h)
-            # the context ends at <|middle|>, index C - 1 (left-padded to width C)
-            length_logits = None if model.length_head is None else model.length_logits(h[:, C - 1])
         return loss_terms(logits, ar_targets, span_targets, span_masked, t, C, L, length_logits, length_lo, length_censored)
 
     def sparse_fn(tokens, positions, mask, ar_targets, span_targets, t, length_lo, length_censored, ar_index, span_index,
                   C: int, L: int):
         with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-            h = model.hidden_train(tokens, positions, mask, fused_attention)
-            length_logits = None if model.length_head is None else model.length_logits(h[:, C - 1])
+            h, length_logits = encode(tokens, positions, mask, C)
             return sparse_loss_terms(model, h, ar_targets, span_targets, t, ar_index, span_index, C, L,
                                      length_logits, length_lo, length_censored)
 
