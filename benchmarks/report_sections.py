@@ -113,17 +113,24 @@ def breakdown(r: dict) -> str:
 
 
 def span_cut_section(r: dict, where: str = "") -> list[str]:
-    rows = [[r_["kind"] + "-line", r_["setting"], r_["tasks"], pct(r_["exact_match"]), f"{r_['edit_similarity']:.3f}",
-             ms(r_["latency_median_ms"]), ms(r_["latency_p95_ms"]), f"{r_['forward_passes_mean']:.2f}"]
-            for r_ in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["setting"] != "whole"))]
+    order = {"whole": 0, "cut": 1, "default": 2}
+    shown_em = "shown_exact_match" in r["rows"][0]    # older files have raw scores only
+    rows = [[x["kind"] + "-line", x["setting"], x["tasks"], pct(x["shown_exact_match" if shown_em else "exact_match"]),
+             f"{x['shown_edit_similarity' if shown_em else 'edit_similarity']:.3f}", ms(x["latency_median_ms"]),
+             ms(x["latency_p95_ms"]), f"{x['forward_passes_mean']:.2f}"]
+            for x in sorted(r["rows"], key=lambda x: (x["kind"] != "single", order.get(x["setting"], 3)))]
     by = {(x["kind"], x["setting"]): x["latency_median_ms"] for x in r["rows"]}
-    gains = ", ".join(f"{kind}-line {speed(by[kind, 'whole'], by[kind, 'cut'])}" for kind in ("single", "multi")
-                      if (kind, "cut") in by and (kind, "whole") in by)
+    gains = "; ".join(f"{setting}: " + ", ".join(f"{kind}-line {speed(by[kind, 'whole'], by[kind, setting])}"
+                                                   for kind in ("single", "multi") if (kind, setting) in by and (kind, "whole") in by)
+                      for setting in ("cut", "default") if any((k, setting) in by for k in ("single", "multi")))
+    start = (f"; *default*, what a request that names no span runs, starts a single-line cursor on "
+             f"{r['single_line_span']} positions and cuts it as *cut* does" if "single_line_span" in r else "")
     return [f"**Span cut** ({where}`{r.get('command', 'python benchmarks/span_cut.py')}`; {engine_line(r['engine'])}, "
             f"T={r['steps']}): the span cut to {', '.join(map(str, r['cut_to']))} once its tail is committed pads "
-            f"(*cut*, the default) against the whole span for every step (*whole*), alternating task by task in one "
-            f"process; the cut span's median: {gains}:", "",
-            table(["task", "span", "tasks", "exact match", "edit sim.", "median ms", "p95 ms", "forward passes"], rows)]
+            f"(*cut*) against the whole span for every step (*whole*){start}; settings alternate task by task in one "
+            f"process; median against *whole*: {gains}:", "",
+            table(["task", "span", "tasks", "exact match" + (" (shown)" if shown_em else ""), "edit sim.", "median ms",
+                   "p95 ms", "forward passes"], rows)]
 
 
 def int8_section(r: dict, where: str = "") -> list[str]:

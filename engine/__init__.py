@@ -24,6 +24,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "TORCH_DEFAULT_THREADS": ".core.device",
     "Tokenizer": ".core.tokenizer",
     "shrink_lengths": ".decoding.length",
+    "start_span": ".decoding.length",
     "Budget": ".decoding.prompt",
     "Snippet": ".decoding.prompt",
     "cut_prefix": ".decoding.prompt",

@@ -21,7 +21,7 @@ from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
-from .decoding.length import head_end, resolve_length, shrink_lengths
+from .decoding.length import head_end, resolve_length, shrink_lengths, start_span
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
@@ -129,6 +129,8 @@ class Engine:
 
     def _complete(self, req: CompletionRequest) -> CompletionResult:
         L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps)
+        if req.mode == "diffusion" and req.span_length is None:
+            L = start_span(L, req.prefix, req.suffix)
         t_start, deadline = begin(req)
         timings = Timings()
         tok, sp = self.tokenizer, self.tokenizer.special
@@ -151,7 +153,9 @@ class Engine:
         if head and self.model.length_head is None:
             raise ValueError(f"length='head' needs a model with a length head; {self.name} has none "
                              f"(config.length_classes = 0): use length='pad'")
-        lookup = self.cache.prepare(ids, room_after=L, need_hidden=req.mode == "ar" or head,
+        # room for the model's whole span even when this request's is shorter: a shorter span's cache
+        # views then never end at the buffer's end (a case the compiled steps warm up for the whole span only)
+        lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length), need_hidden=req.mode == "ar" or head,
                                     encode=compiled.prefill if compiled else None)
         C = len(ids)
         timings.context_ms = _ms(t0)

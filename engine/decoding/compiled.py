@@ -116,7 +116,7 @@ class CompiledSteps:
 
     # ---- use -----------------------------------------------------------------------------------
     def supports(self, n: int, span_length: int, temperature: float, rule: str) -> bool:
-        return self.ready and n == 1 and span_length == self.span_length and temperature <= 0 and rule == "content"
+        return self.ready and n == 1 and span_length in self.span_lengths and temperature <= 0 and rule == "content"
 
     def denoise_step(self, span, masked, context_len, kv, bias, first_bias, steps_left: int) -> None:
         """In inference mode, with inference tensors (as the engine runs it): other tensors would

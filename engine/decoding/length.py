@@ -30,7 +30,9 @@ truncates the middle before its content is decided; the strategies differ in whe
 
 Once the end is decided, the span can be cut (`CompletionRequest.shrink_span`, `content` rule): when
 everything after one of SHRINK_TO's lengths is committed pads, the remaining steps run on that
-shorter span (`shrunk_length`), whose tail of pads is what the model saw in training.
+shorter span (`shrunk_length`), whose tail of pads is what the model saw in training. A request
+that names no span length starts on a shorter span at a single-line cursor (`start_span`): a
+single-line middle is a few tokens, and every position of a span costs the same at every step.
 
 benchmarks/length.py measures the strategies side by side, benchmarks/span_cut.py the cut on and off.
 """
@@ -45,9 +47,15 @@ NEG_INF = float("-inf")
 # (every proposed pad) unsure pads cut completions short. `spanfill eval` reports `content` beside `fixed`.
 PAD_CONFIDENCE = 0.5
 # span lengths the `content` rule cuts a span down to once everything after them is committed pads
-# (`shrunk_length`): the later steps of a short middle then cost about half, at the same exact match
-# (benchmarks/span_cut.py measures both settings side by side).
-SHRINK_TO = (16,)
+# (`shrunk_length`): a step's cost grows with the span's length, so the later steps of a short middle
+# cost a fraction, at the same exact match (benchmarks/span_cut.py measures both settings side by side).
+# Each is one more compiled CPU step (compiled.py): 24 would spare a multi-line span with a head-placed
+# end ~7% of its positions for ~30 s more compiling.
+SHRINK_TO = (16, 8)
+# the span a diffusion request starts on at a single-line cursor when it names none (`start_span`):
+# held-out single-line middles average ~6 tokens, and starting on 16 positions rather than 32 (then
+# cut to 8) halves the positions decoded at the same exact match (benchmarks/span_cut.py)
+SINGLE_LINE_SPAN = 16
 STRICT_PAD_CONFIDENCE = 0.9    # `strict-pad`: the trailing pads' confidence
 END_CONFIDENCE = 0.9           # `late-end`: an end token commits before the final step only above this
 # `head` ends the span at this quantile of the head's count distribution: a little past the median,
@@ -63,6 +71,14 @@ def resolve_length(length: str, prefix: str, suffix: str, has_head: bool) -> str
     if length != "auto":
         return length
     return "head" if has_head and wants_multiline(Cursor(prefix, suffix)) else "pad"
+
+
+def start_span(span_length: int, prefix: str, suffix: str) -> int:
+    """The span a diffusion request that names no length starts on: SINGLE_LINE_SPAN at a
+    single-line cursor (postprocess.wants_multiline false), the model's span_length elsewhere."""
+    if wants_multiline(Cursor(prefix, suffix)):
+        return span_length
+    return min(span_length, SINGLE_LINE_SPAN)
 
 
 def truncate_after_eom(span: torch.Tensor, masked: torch.Tensor, eom: int, pad: int) -> None:

@@ -123,7 +123,7 @@ def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
 
 @pytest.fixture(scope="module")
 def compiled_l32(tmp_path_factory):
-    """A compiled engine whose span (32) the denoising loop can cut to 16: two span graphs."""
+    """A compiled engine whose span (32) the denoising loop can cut to 16 and 8: three span graphs."""
     from spanfill.engine.testing import build_tiny_model
     model_dir = build_tiny_model(tmp_path_factory.mktemp("l32") / "model", span_length=32)
     # timings an earlier process left behind, which this warm-up must not reuse
@@ -139,11 +139,11 @@ def compiled_l32(tmp_path_factory):
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
 def test_the_warm_up_compiles_no_graph_for_one_context_length_only(compiled_l32):
-    # denoising: a dynamic-context graph for 32 and for 16, and 32 on views that are whole buffers;
-    # the token step: dynamic and whole buffers; the prefill: six cases (see CompiledSteps.warm).
+    # denoising: a dynamic-context graph for each of 32, 16 and 8, and 32 on views that are whole
+    # buffers; the token step: dynamic and whole buffers; the prefill: six cases (see CompiledSteps.warm).
     # Without DYNAMIC_FROM_THE_START graphs specialised to the first call's context length come
-    # first, which no request uses (13 graphs in all with torch 2.13)
-    assert compiled_l32.warm_up_graphs == 3 + 2 + 6
+    # first, which no request uses
+    assert compiled_l32.warm_up_graphs == 4 + 2 + 6
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
@@ -190,7 +190,7 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
     engine = compiled_l32
     compiled, V = engine.compiled, engine.model.cfg.vocab_size
     fallbacks, strict = compiled.fallbacks["denoise"], compiled.strict
-    assert compiled.ready and compiled.span_lengths == (32, 16)
+    assert compiled.ready and compiled.span_lengths == (32, 16, 8)
     compiled.strict = True    # a length the warm-up did not compile for would raise
     compiles = dict(torch._dynamo.utils.counters["frames"])
     gen = torch.Generator().manual_seed(0)
@@ -198,7 +198,7 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
         kv = engine.cache.allocate(200)
         engine.model.encode_context(torch.randint(10, V, (1, 120), generator=gen), 0, kv)
         bias, first = torch.zeros(V), torch.zeros(V)
-        for n in (32, 16, 32, 16):
+        for n in (32, 16, 8, 32, 8, 16):
             span = torch.full((1, 32), engine.tokenizer.special.mask)[:, :n]   # strides as the loop's cut leaves them
             span = span.clone(memory_format=torch.contiguous_format) if n < 32 else span
             span[0, n // 2:] = engine.tokenizer.special.pad      # a tail already committed, as after a cut
@@ -211,3 +211,48 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
             assert (~fast[1]).sum() > n // 2          # it committed something beyond the given tail
     assert compiled.fallbacks["denoise"] == fallbacks and dict(torch._dynamo.utils.counters["frames"]) == compiles
     compiled.strict = strict
+
+
+@pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
+def test_a_single_line_request_starts_on_a_short_span_and_runs_compiled(compiled_l32):
+    """At a single-line cursor a request that names no span length starts on SINGLE_LINE_SPAN
+    positions; that span and the lengths it is cut to are compiled steps, and the text is the eager
+    loop's on the same span."""
+    from spanfill.engine.decoding.length import SINGLE_LINE_SPAN
+    engine, model = compiled_l32, compiled_l32.model
+    compiled, strict = engine.compiled, engine.compiled.strict
+    spans = []
+    span_step = model.span_step
+
+    def watch(span, *args, **kwargs):
+        spans.append(span.shape[1])
+        return span_step(span, *args, **kwargs)
+
+    graphs = compiled._denoise
+    compiled_spans = []
+
+    def count(span, *args):
+        compiled_spans.append(span.shape[1])
+        return graphs(span, *args)
+
+    compiled.strict = True    # a step the warm-up did not compile would raise instead of running eagerly
+    fallbacks = dict(compiled.fallbacks)
+    prefix, suffix = "def area(w, h):\n    return w * ", "\n"
+    try:
+        compiled._denoise = count
+        fast = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix))
+        compiled._denoise = graphs
+        model.span_step = watch       # the eager loop calls the model; the compiled graphs do not
+        slow = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, fast_steps=False))
+        named = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, fast_steps=False, span_length=32))
+        multi = engine.complete(CompletionRequest(prefix="def area(w, h):\n", suffix="\n\nx = 1\n", fast_steps=False))
+    finally:
+        del model.span_step
+        compiled._denoise = graphs
+        compiled.strict = strict
+    assert compiled_spans and compiled_spans[0] == SINGLE_LINE_SPAN and len(compiled_spans) == fast.steps_run
+    assert fast.texts == slow.texts and compiled.fallbacks == fallbacks
+    assert spans[0] == SINGLE_LINE_SPAN and max(spans[:slow.steps_run]) == SINGLE_LINE_SPAN
+    later = spans[slow.steps_run:]
+    assert later[0] == 32                              # a named length is kept
+    assert later[named.steps_run] == 32 and multi.steps_run >= 1   # a multi-line cursor starts on the whole span

@@ -196,7 +196,8 @@ def test_shrunk_length_keeps_everything_but_committed_trailing_pads():
     assert length([[5, 6, EOM, PAD] + [PAD] * 28, [5] * 12 + [PAD] * 20]) == 16  # the longest row decides
     assert length([[5] * 30 + [PAD, PAD]]) == 32                  # nothing shorter holds it
     assert length([[5, PAD, PAD, PAD]], lengths=(8, 16)) == 4     # only lengths shorter than the span
-    assert shrink_lengths(32) == (16,) and shrink_lengths(16) == () and shrink_lengths(64) == (16,)
+    assert shrink_lengths(32) == (16, 8) and shrink_lengths(16) == (8,) and shrink_lengths(8) == ()
+    assert shrink_lengths(64) == (16, 8)
 
 
 def test_denoise_cuts_the_span_once_its_tail_is_pads():
@@ -318,3 +319,10 @@ def test_denoise_first_step_fixes_the_end_where_pad_lets_an_inner_pad_and_early_
     assert pad == [[5, EOM] + [PAD] * 6]
     first = denoise(Table(table), None, 0, 1, DenoiseConfig(L, 4, length="first-step"), MASK, EOM, PAD).span.tolist()
     assert first == [[5, 6, 7, 8, 9, EOM, PAD, PAD]]
+
+
+def test_a_single_line_cursor_starts_on_a_shorter_span():
+    from spanfill.engine.decoding.length import SINGLE_LINE_SPAN, start_span
+    assert start_span(32, "x = foo(", ")\n") == SINGLE_LINE_SPAN == 16
+    assert start_span(8, "x = foo(", ")\n") == 8                 # never longer than the model's span
+    assert start_span(32, "def f(x):\n", "\n\ny = 2\n") == 32     # a multi-line cursor: the whole span
