@@ -99,3 +99,15 @@ def test_one_candidate_in_scratch_equals_a_batch_of_candidates(model_and_tok):
         batched = model.span_step(spans, len(ids), entry.kv)
         singles = torch.cat([model.span_step(spans[i:i + 1], len(ids), entry.kv) for i in range(2)])
     assert torch.allclose(batched, singles, atol=TOL), (batched - singles).abs().max()
+
+
+def test_one_query_attention_in_bf16_on_the_cpu_is_the_float32_result():
+    import torch.nn.functional as F
+    from spanfill.engine.core.model import one_query_attention
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 4, n, 16, generator=gen).to(torch.bfloat16) for n in (1, 300, 300))
+    out = one_query_attention(q, k, v)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(out, F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(torch.bfloat16))
+    q32, k32, v32 = q.float(), k.float(), v.float()     # float32 in: the kernel as it is
+    assert torch.equal(one_query_attention(q32, k32, v32), F.scaled_dot_product_attention(q32, k32, v32))
