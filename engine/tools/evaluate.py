@@ -29,7 +29,9 @@ MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion",
          ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"), ("ar", None, "content")]
 
 
-def evaluate(engine: Engine, tasks: list[Task], span_length: int, modes=MODES, progress: bool = True) -> dict:
+def evaluate(engine: Engine, tasks: list[Task], span_length: int | None, modes=MODES, progress: bool = True) -> dict:
+    """Score every task under every mode. span_length None: each request's default, as the server
+    sends it (the model's span; a shorter one at a single-line cursor, length.start_span)."""
     scores: dict[tuple, list[Score]] = {}
     for i, task in enumerate(tasks):
         warm(engine, task)
@@ -72,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/eval.json"))
     ap.add_argument("--single", type=int, default=300)
     ap.add_argument("--multi", type=int, default=150)
-    ap.add_argument("--span", type=int, default=None)
+    ap.add_argument("--span", type=int, default=None, help="span length every request names (default: none, as the server)")
     ap.add_argument("--device", default="auto")
     ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes about two minutes on 2 cores)")
     ap.add_argument("--dtype", default="auto")
@@ -81,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     L = args.span or engine.info["span_length"]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     modes = [m for m in MODES if m[0] in engine.info.get("modes", ("diffusion", "ar"))]   # public checkpoints: no AR path
-    report = evaluate(engine, tasks, L, modes)
+    report = evaluate(engine, tasks, args.span, modes)
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
