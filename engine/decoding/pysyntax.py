@@ -1,0 +1,151 @@
+"""Is a suggestion Python that could stand where it is shown? `not_python(text, cursor)` is true
+only for text that cannot: a statement the completion writes or finishes that Python rejects
+(`self..join(`, `if = =`, `,,`), or a closing bracket with nothing to close. It is a gate before
+the editor (postprocess.finish, for Python documents): a rejected candidate shows nothing.
+
+Judged from the text alone, as typed so far, so it errs towards accepting:
+
+* A scanner (`scan`) follows strings, comments and brackets through the prefix window. A cursor
+  inside a string or comment, or a cursor line that continues an open bracket or string from the
+  lines above, is not judged (the statement starts outside what is known).
+* Otherwise the cursor line starts a statement: the line before the cursor, the completion and the
+  rest of the line are compiled (`codeop`, so an unfinished statement — an open bracket, a block
+  header — counts as fine): inside a loop in an `async def` or a `def` (so that `return`, `await`,
+  `yield`, `break` and `continue` are legal) or at module level, whichever takes it, behind an
+  `if`/`try` when it starts with `elif`, `else`, `except` or `finally`.
+
+Held-out reference middles pass it (tests/engine/test_pysyntax.py; benchmarks/length.py reports
+the share of shown suggestions it rejects).
+"""
+from __future__ import annotations
+
+import codeop
+import re
+import textwrap
+import warnings
+from dataclasses import dataclass, field
+
+from .postprocess import CLOSERS, OPENERS, Cursor
+
+# a statement starting with one of these continues a compound statement above it
+CONTINUES = {"elif": "if 1:\n    pass\n", "else": "if 1:\n    pass\n", "except": "try:\n    pass\n",
+             "finally": "try:\n    pass\n"}
+NOT_JUDGED = ("case ", "case(", "nonlocal ", "type ")   # need context the text does not show, or newer syntax
+
+
+@dataclass
+class ScanState:
+    brackets: list[str] = field(default_factory=list)   # open brackets, innermost last
+    quote: str | None = None                             # the open string's delimiter: ' " ''' or \"\"\"
+    comment: bool = False
+    unmatched: bool = False                              # a closer met nothing (or the wrong opener)
+
+    @property
+    def top_level(self) -> bool:
+        return not self.brackets and self.quote is None
+
+
+INTERESTING = re.compile(r"[\"'#()\[\]{}\\\n]")
+
+
+def scan(text: str, state: ScanState | None = None) -> ScanState:
+    """Follow strings, comments and brackets through `text`, from `state` (a fresh one: outside all)."""
+    s = state or ScanState()
+    i, n = 0, len(text)
+    while i < n:
+        m = INTERESTING.search(text, i)
+        if m is None:
+            break
+        i = m.start()
+        ch = text[i]
+        if s.comment:
+            if ch == "\n":
+                s.comment = False
+        elif s.quote:
+            if ch == "\\":
+                i += 1
+            elif text.startswith(s.quote, i):
+                i += len(s.quote) - 1
+                s.quote = None
+            elif ch == "\n" and len(s.quote) == 1:
+                s.quote = None       # an unterminated one-line string: Python's error, not ours to follow
+        elif ch == "#":
+            s.comment = True
+        elif ch in "\"'":
+            s.quote = ch * 3 if text.startswith(ch * 3, i) else ch
+            i += len(s.quote) - 1
+        elif ch in OPENERS:
+            s.brackets.append(ch)
+        elif ch in CLOSERS:
+            if s.brackets and s.brackets[-1] == CLOSERS[ch]:
+                s.brackets.pop()
+            else:
+                s.unmatched = True
+        i += 1
+    return s
+
+
+def _copy(s: ScanState) -> ScanState:
+    return ScanState(list(s.brackets), s.quote, s.comment, s.unmatched)
+
+
+def _cursor_state(cur: Cursor) -> ScanState | None:
+    """The scan state at the cursor, or None where the cursor is not judged (inside a string or a
+    comment, or on a line that continues a bracket or string opened above)."""
+    above = cur.before[:len(cur.before) - len(cur.line_before)]
+    at_line = scan(above)
+    if not at_line.top_level:
+        return None
+    at_cursor = scan(cur.line_before, at_line)
+    if at_cursor.quote or at_cursor.comment or at_cursor.unmatched:
+        return None
+    return at_cursor
+
+
+def _judge(text: str, cur: Cursor, at_cursor: ScanState) -> bool:
+    if scan(text, _copy(at_cursor)).unmatched:
+        return True
+    return not _compiles(cur.line_before + text + cur.line_after)
+
+
+def not_python(text: str, cur: Cursor) -> bool:
+    """True where `text` inserted at `cur` cannot be Python (see the module docstring)."""
+    at_cursor = _cursor_state(cur)
+    return at_cursor is not None and _judge(text, cur, at_cursor)
+
+
+def keep_python(text: str, cur: Cursor) -> str | None:
+    """`text`, or its longest run of leading whole lines that can be Python where it stands; None
+    when not even its first line can."""
+    at_cursor = _cursor_state(cur)
+    if at_cursor is None:
+        return text
+    lines = text.split("\n")
+    for k in range(len(lines), 0, -1):
+        kept = "\n".join(lines[:k]).rstrip()
+        if kept.strip() and not _judge(kept, cur, at_cursor):
+            return kept
+    return None
+
+
+def _compiles(statement: str) -> bool:
+    """Whether the statement(s), dedented, compile or are a prefix of code that would."""
+    code = textwrap.dedent(statement).strip("\n")
+    head = code.lstrip()
+    if not head or head.startswith(NOT_JUDGED):
+        return True
+    first = head.split(None, 1)[0].rstrip(":")
+    code = CONTINUES.get(first, "") + code
+    # inside a function (return, yield, await, break, continue are legal there), else at module level
+    # (`from m import *`); an async one, else a plain one (`yield from`)
+    candidates = [f"{header}\n    while 1:\n" + textwrap.indent(code, "        ")
+                  for header in ("async def _():", "def _():")] + [code]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # SyntaxWarning for `is` with a literal, invalid escapes
+        for source in candidates:
+            try:
+                codeop.compile_command(source + "\n", "<suggestion>", "exec")
+            except (SyntaxError, ValueError, OverflowError):
+                continue
+            return True
+    return False
