@@ -148,7 +148,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         stats.superseded += 1
         return None
     cursor = Cursor(ctx.prefix, ctx.suffix)
-    texts = [t.replace("\n", at.doc.eol) for t in _unique(finish(raw, cursor) for raw in result.texts)]
+    python = at.doc.language_id == "python"
+    texts = [t.replace("\n", at.doc.eol) for t in _unique(finish(raw, cursor, python) for raw in result.texts)]
     if _still_open(session, at):
         session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,
                                                   tuple(texts)))

@@ -9,7 +9,9 @@ Each rule is one function over `(text, Cursor)`; `finish` applies them in order:
 3. brackets         never close a bracket that the suffix already closes
 4. indentation      no deeper than the block at an empty line, stop where a line leaves the
                     block, and the document's tabs-or-spaces style
-5. rejection        nothing rather than whitespace or a copy of the lines that follow
+5. Python           in a Python document, only what can be Python where it stands: the longest run
+                    of leading whole lines that can, or nothing (pysyntax.py)
+6. rejection        nothing rather than whitespace or a copy of the lines that follow
 
 All text here uses `\\n`; the caller converts to the document's line ending at the very end.
 """
@@ -18,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-OPENERS = {"(": ")", "[": "]", "{": "}"}
-CLOSERS = {v: k for k, v in OPENERS.items()}
+from .pysyntax import CLOSERS, OPENERS, keep_python
+
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 QUOTES = "\"'`"
 INDENT_UNIT = 4
@@ -175,8 +177,9 @@ def repeats_following_lines(text: str, cur: Cursor) -> bool:
     return bool(typed) and typed == below[:len(typed)]
 
 
-def finish(raw: str, cur: Cursor) -> str | None:
-    """The insert text for one raw engine candidate, or None when nothing is worth showing."""
+def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
+    """The insert text for one raw engine candidate, or None when nothing is worth showing.
+    python: the document is Python, and text that cannot be Python is cut or dropped."""
     cur = Cursor(to_lf(cur.before), to_lf(cur.after))
     text = apply_line_policy(to_lf(raw), cur)
     text = trim_suffix_overlap(text, cur)
@@ -186,6 +189,8 @@ def finish(raw: str, cur: Cursor) -> str | None:
     text = re.sub(r"[ \t]+(?=\n)", "", text)
     if not cur.line_after.strip():
         text = text.rstrip()
+    if python and text.strip():
+        text = keep_python(text, cur) or ""
     if not text.strip() or repeats_following_lines(text, cur):
         return None
     return text

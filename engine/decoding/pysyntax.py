@@ -24,8 +24,13 @@ import re
 import textwrap
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .postprocess import CLOSERS, OPENERS, Cursor
+if TYPE_CHECKING:     # postprocess.py imports this module
+    from .postprocess import Cursor
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {v: k for k, v in OPENERS.items()}
 
 # a statement starting with one of these continues a compound statement above it
 CONTINUES = {"elif": "if 1:\n    pass\n", "else": "if 1:\n    pass\n", "except": "try:\n    pass\n",
@@ -132,7 +137,7 @@ def _compiles(statement: str) -> bool:
     """Whether the statement(s), dedented, compile or are a prefix of code that would."""
     code = textwrap.dedent(statement).strip("\n")
     head = code.lstrip()
-    if not head or head.startswith(NOT_JUDGED):
+    if not head or head.startswith(NOT_JUDGED) or code.rstrip().endswith("\\"):   # a backslash: continued below
         return True
     first = head.split(None, 1)[0].rstrip(":")
     code = CONTINUES.get(first, "") + code

@@ -111,7 +111,7 @@ def score(engine, task: Task, **request) -> Score:
 
 def score_text(task: Task, text: str, latency_ms: float, forward_passes: int) -> Score:
     """Score a completion however it was made (the engine, or another model as a baseline)."""
-    shown = finish(text, Cursor(task.prefix, task.suffix)) or ""
+    shown = finish(text, Cursor(task.prefix, task.suffix), python=True) or ""   # held-out tasks are Python files
     middle = task.middle.rstrip()
     return Score(latency_ms, forward_passes, exact(text, task.middle), edit_similarity(text.rstrip(), middle),
                  exact(shown, task.middle), edit_similarity(shown.rstrip(), middle),

@@ -175,14 +175,14 @@ async def test_typing_through_a_suggestion_is_served_from_the_cache(setup):
     assert len(engine.calls) == 2
 
 
-async def test_selected_popup_entry_is_extended(setup):
-    session, engine = setup
+async def test_selected_popup_entry_is_extended(make_session):
+    session, engine = make_session(texts=(".floor(a + b)",))
     type_text(session, CURSOR, "ma", version=2)
     at = types.Position(4, 6)
     sel = types.SelectedCompletionInfo(range=types.Range(CURSOR, at), text="math")
     answer = await suggest(session, query(at, selected=sel))
     assert engine.calls[0].prefix.endswith("    math")
-    assert answer.texts == ["mathreturn a + b"] and answer.range == sel.range
+    assert answer.texts == ["math.floor(a + b)"] and answer.range == sel.range
 
 
 async def test_newest_request_wins_during_debounce(make_session, clock):
@@ -293,3 +293,14 @@ async def test_a_slow_engine_call_is_logged_with_its_stages(make_session, monkey
         await suggest(session, query(types.Position(4, 0)))
         assert len(engine.calls) == 2
         assert not [r for r in caplog.records if "slow engine call" in r.getMessage()]
+
+
+async def test_a_python_document_never_shows_text_that_cannot_be_python(make_session):
+    garbage = "if = =[.[][]]]]\n    return list[[[[[0]"
+    session, _ = make_session(texts=("total = a + b\n    return total\n    x = = 1", garbage))
+    answer = await suggest(session, query(candidates=2))
+    assert answer.texts == ["total = a + b\n    return total"]      # cut to its lines Python takes; the other dropped
+    text_uri = "file:///w/notes.txt"                                  # another language: shown as the model wrote it
+    session.documents.open(types.TextDocumentItem(text_uri, "plaintext", 1, SOURCE))
+    other = await suggest(session, Query(text_uri, CURSOR, candidates=2, debounce=False))
+    assert garbage.split("\n")[0] in other.texts[1]

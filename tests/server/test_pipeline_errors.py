@@ -58,7 +58,7 @@ def broken_windows(tok, monkeypatch):
 
 
 def broken_postprocessing(tok, monkeypatch):
-    def finish(raw, cursor):
+    def finish(raw, cursor, python=False):
         raise IndexError("post-processing broke")
     monkeypatch.setattr(completion, "finish", finish)
     return FakeEngine(tok)
