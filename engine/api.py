@@ -54,6 +54,9 @@ class CompletionRequest:
     fast_steps: bool = True              # the compiled CPU steps / CUDA graphs where they apply; False runs
                                          # the eager reference loop (A/B measurements)
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
+    would_show: Callable[[str], bool] | None = None   # whether the caller would show a candidate (the server:
+                                         # post-processing, the Python gate); a diffusion request none of whose
+                                         # candidates it would show is decoded again by AR (one greedy candidate)
 
 
 @dataclass
@@ -63,6 +66,7 @@ class Timings:
     context_ms: float = 0.0              # the context's keys/values: the cache's reuse and the prefill
     denoise_ms: float = 0.0              # the span's steps (or AR's tokens)
     detokenize_ms: float = 0.0
+    fallback_ms: float = 0.0             # AR decoding after a diffusion result the caller would not show
     total_ms: float = 0.0
 
 
@@ -77,6 +81,7 @@ class CompletionResult:
     deadline_hit: bool = False
     cancelled: bool = False
     timings: Timings = field(default_factory=Timings)
+    fell_back: bool = False              # diffusion's candidates were none the caller would show: AR's text instead
 
 
 def check_request(req: CompletionRequest, span_length: int, steps: int,

@@ -166,16 +166,9 @@ class Engine:
             gen = torch.Generator(device=self.model.embed.weight.device)
             gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
         if req.mode == "ar":
-            banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
             temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
-            token_step = compiled.token_step if compiled else None
-            outs = [ar_decode(self.model, lookup.entry.kv, C, lookup.entry.last_hidden, L, sp.eom,
-                              temp, req.top_p, gen, banned, deadline, req.cancelled, healing.first_bias, token_step)
-                    for temp in temps]
-            rows = [o.span[0].tolist() for o in outs]
-            steps_run = sum(o.steps_run for o in outs)
-            deadline_hit = any(o.deadline_hit for o in outs)
-            cancelled = any(o.cancelled for o in outs)
+            rows, steps_run, deadline_hit, cancelled = self._ar(lookup.entry, C, L, temps, req, gen, deadline,
+                                                                healing, compiled)
         else:
             # pad stays allowed: after <|eom|> the model was trained to predict it. Under `head` the end
             # and the pads after it are placed before the first step, so no position may propose either
@@ -204,15 +197,44 @@ class Engine:
         timings.denoise_ms = _ms(t0)
 
         t0 = time.perf_counter()
+        texts, finished = self._texts(rows, healing, cancelled)
+        timings.detokenize_ms = _ms(t0)
+        fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled and not deadline_hit
+                     and not any(req.would_show(text) for text in texts))
+        if fell_back:    # nothing the caller would show: one greedy AR candidate of the same weights
+            t0 = time.perf_counter()
+            entry = self.cache.prepare(ids, room_after=self.model.cfg.span_length, need_hidden=True,
+                                       encode=compiled.prefill if compiled else None).entry
+            L_ar = req.span_length or self.model.cfg.span_length
+            rows, ar_steps, deadline_hit, cancelled = self._ar(entry, C, L_ar, [0.0], req, None, deadline, healing, compiled)
+            steps_run += ar_steps
+            texts, finished = self._texts(rows, healing, cancelled)
+            timings.fallback_ms = _ms(t0)
+        timings.total_ms = _ms(t_start)
+        return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,
+                                deadline_hit, cancelled, timings, fell_back)
+
+    def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
+            healing: Healing, compiled) -> tuple[list[list[int]], int, bool, bool]:
+        """AR decoding of one candidate per temperature against the cached context: (rows, steps run,
+        deadline hit, cancelled)."""
+        sp = self.tokenizer.special
+        banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+        token_step = compiled.token_step if compiled else None
+        outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
+                          deadline, req.cancelled, healing.first_bias, token_step)
+                for temp in temps]
+        return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
+                any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
+
+    def _texts(self, rows: list[list[int]], healing: Healing, cancelled: bool) -> tuple[list[str], list[bool]]:
+        """Each row's text up to <|eom|> (the healed stub cut off) and whether it reached <|eom|>."""
+        sp = self.tokenizer.special
         texts, finished = [], []
         for row in rows:
             end = row.index(sp.eom) if sp.eom in row else len(row)
             finished.append(end < len(row))
-            data = Healer.strip(tok.decode_bytes(t for t in row[:end] if t not in (sp.pad, sp.mask)), healing.stub)
+            data = Healer.strip(self.tokenizer.decode_bytes(t for t in row[:end] if t not in (sp.pad, sp.mask)),
+                                healing.stub)
             texts.append((data or b"").decode("utf-8", errors="ignore"))
-        if cancelled:
-            texts = [""] * len(rows)
-        timings.detokenize_ms = _ms(t0)
-        timings.total_ms = _ms(t_start)
-        return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,
-                                deadline_hit, cancelled, timings)
+        return ([""] * len(rows) if cancelled else texts), finished

@@ -60,14 +60,19 @@ def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int]:
     return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text)
 
 
-def _request(session: Session, ctx: Context, n: int) -> CompletionRequest:
+def _request(session: Session, ctx: Context, n: int, python: bool) -> CompletionRequest:
     s = session.settings
     sampled = n > 1
+    cursor = Cursor(ctx.prefix, ctx.suffix)
+
+    def would_show(raw: str) -> bool:    # none of diffusion's candidates shown: the engine asks AR
+        return finish(raw, cursor, python) is not None
     return CompletionRequest(prefix=to_lf(ctx.prefix), suffix=to_lf(ctx.suffix), snippets=ctx.snippets,
                              prefix_ids=ctx.prefix_ids, suffix_ids=ctx.suffix_ids,
                              span_length=s.span_length, steps=s.steps, rule=s.rule, threshold=s.threshold,
                              n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,
-                             top_p=SAMPLING_TOP_P if sampled else 1.0, seed=0, greedy_first=True, cut=False)
+                             top_p=SAMPLING_TOP_P if sampled else 1.0, seed=0, greedy_first=True, cut=False,
+                             would_show=would_show)
 
 
 def _unique(texts) -> list[str]:
@@ -127,7 +132,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
     window_ms = (time.perf_counter() - t0) * 1e3
     try:
-        result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates))
+        python = at.doc.language_id == "python"
+        result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates, python))
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
         stats.errors += 1
         log.warning("spanfill: the engine could not complete: %s", err)
@@ -148,7 +154,6 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         stats.superseded += 1
         return None
     cursor = Cursor(ctx.prefix, ctx.suffix)
-    python = at.doc.language_id == "python"
     texts = [t.replace("\n", at.doc.eol) for t in _unique(finish(raw, cursor, python) for raw in result.texts)]
     if _still_open(session, at):
         session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,

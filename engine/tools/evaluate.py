@@ -24,9 +24,11 @@ from ..training.corpus import read_split
 from .scoring import Score, Task, build_tasks, decoding_label, score, summarise, warm
 
 
-# (mode, steps, commit rule); the default rule at every T, and the `fixed` rule beside it at T=2 and 4
+# (mode, steps, commit rule[, AR fallback]); the default rule at every T, the `fixed` rule beside it at
+# T=2 and 4, and at T=4 the server's way: AR again when the editor would show nothing of diffusion's
 MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion", 4, "content"),
-         ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"), ("ar", None, "content")]
+         ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"),
+         ("diffusion", 4, "content", True), ("ar", None, "content")]
 
 
 def evaluate(engine: Engine, tasks: list[Task], span_length: int | None, modes=MODES, progress: bool = True) -> dict:
@@ -35,15 +37,16 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int | None, modes=M
     scores: dict[tuple, list[Score]] = {}
     for i, task in enumerate(tasks):
         warm(engine, task)
-        for mode, steps, rule in modes:
-            scores.setdefault((mode, steps, rule, task.kind), []).append(
-                score(engine, task, span_length=span_length, steps=steps, mode=mode, rule=rule))
+        for mode, steps, rule, *fallback in modes:
+            scores.setdefault((mode, steps, rule, bool(fallback and fallback[0]), task.kind), []).append(
+                score(engine, task, bool(fallback and fallback[0]), span_length=span_length, steps=steps, mode=mode,
+                      rule=rule))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
         print(file=sys.stderr)
-    results = [{"mode": mode, "steps": steps, "rule": rule, "kind": kind, "span_length": span_length, **summarise(vals)}
-               for (mode, steps, rule, kind), vals in scores.items()]
+    results = [{"mode": mode, "steps": steps, "rule": rule, "fallback": fallback, "kind": kind, "span_length": span_length,
+                **summarise(vals)} for (mode, steps, rule, fallback, kind), vals in scores.items()]
     return {"model": engine.info, "results": results}
 
 
@@ -82,14 +85,15 @@ def main(argv: list[str] | None = None) -> int:
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, compile=False if args.eager else None, wait=True)
     L = args.span or engine.info["span_length"]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
-    modes = [m for m in MODES if m[0] in engine.info.get("modes", ("diffusion", "ar"))]   # public checkpoints: no AR path
+    has = engine.info.get("modes", ("diffusion", "ar"))      # public checkpoints: no AR path, so no AR fallback
+    modes = [m for m in MODES if m[0] in has and not (m[3:] and m[3] and "ar" not in has)]
     report = evaluate(engine, tasks, args.span, modes)
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.out.with_suffix(".png"))
-    for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r["steps"] or 0)):
+    for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r.get("fallback", False), r["steps"] or 0)):
         print(f"{r['kind']:<7} {decoding_label(r):<28} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
               f"shown EM {r['shown_exact_match']:.1%}  ES {r['shown_edit_similarity']:.3f}  "
               f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}  "

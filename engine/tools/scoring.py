@@ -101,9 +101,13 @@ def warm(engine, task: Task) -> None:
     engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, steps=1))
 
 
-def score(engine, task: Task, **request) -> Score:
+def score(engine, task: Task, fallback: bool = False, **request) -> Score:
     """Complete `task` with `CompletionRequest(**request)` and score its first candidate; the
-    latency is the whole `complete` call."""
+    latency is the whole `complete` call. fallback: AR decodes again when the editor would show none
+    of diffusion's candidates (`CompletionRequest.would_show`), as the server asks."""
+    if fallback:
+        cursor = Cursor(task.prefix, task.suffix)
+        request["would_show"] = lambda raw: finish(raw, cursor, python=True) is not None
     t0 = time.perf_counter()
     result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, **request))
     return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.steps_run)
@@ -131,9 +135,10 @@ def summarise(scores: list[Score]) -> dict:
 
 
 def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' for a result row: the default rule goes
-    unnamed, and so do rows that record no rule."""
+    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule' or 'diffusion T=4, AR fallback' for a result
+    row: the default rule goes unnamed, and so do rows that record no rule."""
     if row["mode"] == "ar":
         return "AR"
     rule = row.get("rule", "content")
-    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+    return (f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+            + (", AR fallback" if row.get("fallback") else ""))

@@ -174,3 +174,33 @@ def test_threads_are_set_for_the_engine_and_kept_when_a_load_fails(tiny_dir, tmp
             Engine.load(tiny_dir, device="cpu", compile=False, threads=0)
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_diffusion_result_the_caller_would_not_show_is_decoded_again_by_ar(engine):
+    ar = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, mode="ar"))
+    plain = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX))
+    seen = []
+
+    def never(text):
+        seen.append(text)
+        return False
+    fallen = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, would_show=never))
+    assert seen == plain.texts                          # asked about diffusion's candidate, not AR's
+    assert fallen.fell_back and fallen.texts == ar.texts and not plain.fell_back
+    assert fallen.steps_run == plain.steps_run + ar.steps_run and fallen.timings.fallback_ms > 0
+    kept = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, would_show=lambda text: True))
+    assert not kept.fell_back and kept.texts == plain.texts
+    sampled = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=3, temperature=0.8, seed=1,
+                                                would_show=never))
+    assert sampled.fell_back and sampled.texts == ar.texts      # one greedy AR candidate in place of all
+
+
+def test_a_cancelled_request_does_not_fall_back(engine):
+    polls = []
+
+    def cancelled():      # not before the request starts; from its first step on
+        polls.append(1)
+        return len(polls) > 1
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, would_show=lambda text: False,
+                                               cancelled=cancelled))
+    assert result.cancelled and not result.fell_back and result.texts == [""]

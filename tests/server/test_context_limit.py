@@ -25,6 +25,7 @@ def session():
 
 
 async def complete_in_the_middle(session: Session):
+    session.cache.forget(URI)          # the engine answers, not the typing-through cache
     before = session.stats.context_tokens
     answer = await suggest(session, Query(URI, MIDDLE, candidates=1, debounce=False))
     return answer, session.stats.context_tokens - before
