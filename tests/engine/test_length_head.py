@@ -12,9 +12,10 @@ from spanfill.engine.decoding.length import head_end, place_end, resolve_length
 
 
 def test_head_end_is_the_counts_quantile():
-    assert head_end(torch.tensor([0.3, 0.25, 0.45])) == 2                 # cdf 0.3, 0.55: past HEAD_QUANTILE at 2
+    assert head_end(torch.tensor([0.2, 0.25, 0.55])) == 1                 # cdf 0.2, 0.45: past HEAD_QUANTILE (0.3) at 1
+    assert head_end(torch.tensor([0.3, 0.25, 0.45]), quantile=0.6) == 2   # cdf 0.3, 0.55: past 0.6 at 2
     assert head_end(torch.tensor([0.3, 0.25, 0.45]), quantile=0.5) == 1   # the median
-    assert head_end(torch.tensor([0.1, 0.2, 0.15, 0.3, 0.25])) == 3      # cdf 0.1, 0.3, 0.45, 0.75
+    assert head_end(torch.tensor([0.1, 0.2, 0.15, 0.3, 0.25]), quantile=0.6) == 3   # cdf 0.1, 0.3, 0.45, 0.75
     assert head_end(torch.tensor([0.6, 0.2, 0.2])) == 0
     assert head_end(torch.tensor([0.0, 0.1, 0.9])) == 2                  # "that many or more": the last class
 
