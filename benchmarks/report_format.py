@@ -24,11 +24,13 @@ def speed(baseline_ms: float, this_ms: float) -> str:
 
 
 def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', or 'diffusion T=4, fixed rule' (the default rule goes unnamed)."""
+    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule' (the default rule goes unnamed) or
+    'diffusion T=4, AR fallback'."""
     if row["mode"] == "ar":
         return "AR"
     rule = row.get("rule", "content")
-    return f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+    return (f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+            + (", AR fallback" if row.get("fallback") else ""))
 
 
 def engine_line(info: dict) -> str:

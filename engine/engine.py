@@ -199,9 +199,11 @@ class Engine:
         t0 = time.perf_counter()
         texts, finished = self._texts(rows, healing, cancelled)
         timings.detokenize_ms = _ms(t0)
+        # diffusion wrote something, but nothing the caller would show: one greedy AR candidate of the same
+        # weights (where it wrote nothing, the model sees nothing to insert, and AR's time is spared)
         fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled and not deadline_hit
-                     and not any(req.would_show(text) for text in texts))
-        if fell_back:    # nothing the caller would show: one greedy AR candidate of the same weights
+                     and any(text.strip() for text in texts) and not any(req.would_show(text) for text in texts))
+        if fell_back:
             t0 = time.perf_counter()
             entry = self.cache.prepare(ids, room_after=self.model.cfg.span_length, need_hidden=True,
                                        encode=compiled.prefill if compiled else None).entry

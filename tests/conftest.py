@@ -31,7 +31,7 @@ def shipped_model() -> Path:
 @pytest.fixture(scope="session")
 def model_that_says(tmp_path_factory):
     """model_that_says(prefix, suffix, wanted, dtype) -> the shipped model if its greedy completion at (prefix, suffix), after the server's
-    post-processing, satisfies wanted(text); else the first tiny random-weight checkpoint (seeds
+    post-processing (of a Python document), satisfies wanted(text); else the first tiny random-weight checkpoint (seeds
     1..15) that does. Protocol and editor tests need *a* suggestion of some shape at their cursor,
     and what the shipped model says there changes as it trains (its own completions are tested in
     tests/e2e/test_lsp_completions.py)."""
@@ -44,10 +44,16 @@ def _model_that_says(prefix: str, suffix: str, wanted, dtype: str, directory: Pa
     from spanfill.engine.testing import build_tiny_model
     from spanfill.engine.decoding.postprocess import Cursor, finish
 
-    def says(model: Path) -> bool:
+    cursor = Cursor(prefix, suffix)
+
+    def shown(raw: str) -> str | None:     # as the server shows it in a Python document
+        return finish(raw, cursor, python=True)
+
+    def says(model: Path) -> bool:         # and asks: AR again when diffusion shows nothing
         engine = Engine.load(model, device="cpu", dtype=dtype, warmup=False, compile=False)
-        raw = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False)).texts[0]
-        return wanted(finish(raw, Cursor(prefix, suffix)) or "")
+        raw = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False,
+                                                would_show=lambda raw: shown(raw) is not None)).texts[0]
+        return wanted(shown(raw) or "")
 
     if (SHIPPED_MODEL / "model.safetensors").is_file() and says(SHIPPED_MODEL):
         return SHIPPED_MODEL

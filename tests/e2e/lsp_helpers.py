@@ -70,10 +70,11 @@ async def inline(client: LanguageClient, uri: str, position: types.Position, inv
     return await client.text_document_inline_completion_async(inline_params(uri, position, invoked))
 
 
-async def first_suggestion(client: LanguageClient, uri: str, text: str, positions: list[types.Position]):
-    """Open `text` and return (position, insert text, range) at the first of `positions` where the
-    model proposes something; fail if it proposes nothing anywhere."""
-    open_doc(client, uri, text)
+async def first_suggestion(client: LanguageClient, uri: str, text: str, positions: list[types.Position],
+                           language: str = "python"):
+    """Open `text` (as `language`) and return (position, insert text, range) at the first of `positions`
+    where the model proposes something; fail if it proposes nothing anywhere."""
+    open_doc(client, uri, text, language)
     for position in positions:
         result = await inline(client, uri, position)
         if result.items:

@@ -195,6 +195,19 @@ def test_a_diffusion_result_the_caller_would_not_show_is_decoded_again_by_ar(eng
     assert sampled.fell_back and sampled.texts == ar.texts      # one greedy AR candidate in place of all
 
 
+def test_a_diffusion_result_with_no_text_does_not_fall_back(engine):
+    sp = engine.tokenizer.special
+    original = engine.model.logits
+
+    def ends_at_once(h):      # <|eom|> first: the model sees nothing to insert
+        out = original(h)
+        out[..., sp.eom] = 1e4
+        return out
+    engine.model.logits = ends_at_once
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, heal=False, would_show=lambda text: False))
+    assert result.texts == [""] and not result.fell_back
+
+
 def test_a_cancelled_request_does_not_fall_back(engine):
     polls = []
 
