@@ -145,12 +145,31 @@ def _compiles(statement: str) -> bool:
     # (`from m import *`); an async one, else a plain one (`yield from`)
     candidates = [f"{header}\n    while 1:\n" + textwrap.indent(code, "        ")
                   for header in ("async def _():", "def _():")] + [code]
+    # brackets left open: codeop calls the code unfinished before the parser reaches an earlier error
+    # (`if = len(x` is "'(' was never closed"), so they are closed and only an error before the
+    # closers counts
+    end = scan(code)
+    closers = "" if end.quote or end.comment else "".join(OPENERS[b] for b in reversed(end.brackets))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # SyntaxWarning for `is` with a literal, invalid escapes
-        for source in candidates:
-            try:
-                codeop.compile_command(source + "\n", "<suggestion>", "exec")
-            except (SyntaxError, ValueError, OverflowError):
-                continue
+        return any(_takes(source, closers) for source in candidates)
+
+
+def _takes(source: str, closers: str) -> bool:
+    """Whether Python takes `source` as code or the start of code; with `closers` (the brackets it
+    leaves open), whether its only error is where they were appended."""
+    try:
+        if not closers:
+            codeop.compile_command(source + "\n", "<suggestion>", "exec")
             return True
-    return False
+        closed = source + closers
+        compile(closed + "\n", "<suggestion>", "exec")
+        return True
+    except SyntaxError as err:
+        if not closers:
+            return False
+        last = closed.split("\n")
+        return err.lineno is not None and (err.lineno > len(last) or (
+            err.lineno == len(last) and (err.offset or 0) > len(last[-1]) - len(closers)))
+    except (ValueError, OverflowError):
+        return False

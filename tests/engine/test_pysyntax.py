@@ -23,6 +23,7 @@ BODY = "class Shop:\n    def cheapest(self, items):\n        |\n\n    def other(
     "return self.[name]",
     "x = foo(a))",                                    # a closer with nothing to close
     "total = a +",                                    # a statement ending on an operator
+    "if = len(items.getlen(keys)",                    # an error before a bracket left open
 ])
 def test_text_python_rejects_is_not_python(text):
     assert not_python(text, at(BODY))
@@ -33,6 +34,8 @@ def test_text_python_rejects_is_not_python(text):
     "if not items:\n            return None",
     "for item in items:",                             # a block header: finished by the lines to come
     "return sorted(items,",                           # an open bracket: continued below
+    "return total(a +",                               # ... mid-expression
+    "def helper(a, b",                                # ... in a header
     "yield from items",
     "await self.refresh()",
     "break",
