@@ -55,8 +55,9 @@ class CompletionRequest:
                                          # the eager reference loop (A/B measurements)
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
     would_show: Callable[[str], bool] | None = None   # whether the caller would show a candidate (the server:
-                                         # post-processing, the Python gate); a diffusion request that wrote text
-                                         # but none it would show is decoded again by AR (one greedy candidate)
+                                         # post-processing, the Python gate); a diffusion request with none it
+                                         # would show is decoded again by AR (one greedy candidate), unless it
+                                         # wrote nothing at a single-line cursor
 
 
 @dataclass

@@ -22,6 +22,7 @@ from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
 from .decoding.length import head_end, resolve_length, shrink_lengths, start_span
+from .decoding.postprocess import Cursor, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
@@ -199,10 +200,12 @@ class Engine:
         t0 = time.perf_counter()
         texts, finished = self._texts(rows, healing, cancelled)
         timings.detokenize_ms = _ms(t0)
-        # diffusion wrote something, but nothing the caller would show: one greedy AR candidate of the same
-        # weights (where it wrote nothing, the model sees nothing to insert, and AR's time is spared)
+        # nothing the caller would show: one greedy AR candidate of the same weights. Not where diffusion
+        # wrote nothing at a single-line cursor (the model sees nothing to insert there: AR's time is
+        # spared while typing); at a multi-line cursor (an empty line, a block opener) a body is wanted
+        wrote = any(text.strip() for text in texts) or wants_multiline(Cursor(req.prefix, req.suffix))
         fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled and not deadline_hit
-                     and any(text.strip() for text in texts) and not any(req.would_show(text) for text in texts))
+                     and wrote and not any(req.would_show(text) for text in texts))
         if fell_back:
             t0 = time.perf_counter()
             entry = self.cache.prepare(ids, room_after=self.model.cfg.span_length, need_hidden=True,

@@ -195,7 +195,7 @@ def test_a_diffusion_result_the_caller_would_not_show_is_decoded_again_by_ar(eng
     assert sampled.fell_back and sampled.texts == ar.texts      # one greedy AR candidate in place of all
 
 
-def test_a_diffusion_result_with_no_text_does_not_fall_back(engine):
+def test_a_diffusion_result_with_no_text_falls_back_at_a_multi_line_cursor_only(engine):
     sp = engine.tokenizer.special
     original = engine.model.logits
 
@@ -204,8 +204,11 @@ def test_a_diffusion_result_with_no_text_does_not_fall_back(engine):
         out[..., sp.eom] = 1e4
         return out
     engine.model.logits = ends_at_once
-    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, heal=False, would_show=lambda text: False))
+    single_line = dict(prefix="x = compute(", suffix=")\n", heal=False, would_show=lambda text: False)
+    result = engine.complete(CompletionRequest(**single_line))
     assert result.texts == [""] and not result.fell_back
+    multi_line = dict(prefix="def f(x):\n", suffix="\n", heal=False, would_show=lambda text: False)
+    assert engine.complete(CompletionRequest(**multi_line)).fell_back      # a body is wanted there
 
 
 def test_a_cancelled_request_does_not_fall_back(engine):
