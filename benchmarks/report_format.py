@@ -23,16 +23,6 @@ def speed(baseline_ms: float, this_ms: float) -> str:
     return f"{x:.2f}x faster" if x >= 1 else f"{1 / x:.2f}x slower"
 
 
-def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule' (the default rule goes unnamed) or
-    'diffusion T=4, AR fallback'."""
-    if row["mode"] == "ar":
-        return "AR"
-    rule = row.get("rule", "content")
-    return (f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
-            + (", AR fallback" if row.get("fallback") else ""))
-
-
 def engine_line(info: dict) -> str:
     steps = "compiled steps" if info.get("compiled") else "eager"
     int8 = " with int8 matmuls" if info.get("int8_matmuls") else ""

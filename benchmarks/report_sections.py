@@ -2,7 +2,9 @@
 each takes the file's report and where it comes from (date and machine), and returns its lines."""
 from __future__ import annotations
 
-from report_format import decoding_label, engine_line, ms, pct, shown, speed, table
+from report_format import engine_line, ms, pct, shown, speed, table
+
+from spanfill.engine import decoding_label   # the label `spanfill eval` prints
 
 
 def by_kind(report: dict) -> dict:

@@ -203,9 +203,9 @@ class Engine:
         # nothing the caller would show: one greedy AR candidate of the same weights. Not where diffusion
         # wrote nothing at a single-line cursor (the model sees nothing to insert there: AR's time is
         # spared while typing); at a multi-line cursor (an empty line, a block opener) a body is wanted
-        wrote = any(text.strip() for text in texts) or wants_multiline(Cursor(req.prefix, req.suffix))
         fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled and not deadline_hit
-                     and wrote and not any(req.would_show(text) for text in texts))
+                     and (any(text.strip() for text in texts) or wants_multiline(Cursor(req.prefix, req.suffix)))
+                     and not any(req.would_show(text) for text in texts))
         if fell_back:
             t0 = time.perf_counter()
             entry = self.cache.prepare(ids, room_after=self.model.cfg.span_length, need_hidden=True,
