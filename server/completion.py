@@ -60,19 +60,33 @@ def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int]:
     return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text)
 
 
-def _request(session: Session, ctx: Context, n: int, python: bool) -> CompletionRequest:
+class _Shown:
+    """What the editor shows of a raw candidate (post-processing and, for Python, the gate), each
+    candidate finished once: the engine asks through `would_show` whether diffusion wrote anything
+    shown (none: it decodes again by AR), and the answer is built from the same finished texts."""
+
+    def __init__(self, cursor: Cursor, python: bool):
+        self.cursor, self.python = cursor, python
+        self._done: dict[str, str | None] = {}
+
+    def text(self, raw: str) -> str | None:
+        if raw not in self._done:
+            self._done[raw] = finish(raw, self.cursor, self.python)
+        return self._done[raw]
+
+    def would_show(self, raw: str) -> bool:
+        return self.text(raw) is not None
+
+
+def _request(session: Session, ctx: Context, n: int, shown: _Shown) -> CompletionRequest:
     s = session.settings
     sampled = n > 1
-    cursor = Cursor(ctx.prefix, ctx.suffix)
-
-    def would_show(raw: str) -> bool:    # none of diffusion's candidates shown: the engine asks AR
-        return finish(raw, cursor, python) is not None
     return CompletionRequest(prefix=to_lf(ctx.prefix), suffix=to_lf(ctx.suffix), snippets=ctx.snippets,
                              prefix_ids=ctx.prefix_ids, suffix_ids=ctx.suffix_ids,
                              span_length=s.span_length, steps=s.steps, rule=s.rule, threshold=s.threshold,
                              n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,
                              top_p=SAMPLING_TOP_P if sampled else 1.0, seed=0, greedy_first=True, cut=False,
-                             would_show=would_show)
+                             would_show=shown.would_show)
 
 
 def _unique(texts) -> list[str]:
@@ -132,8 +146,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
     window_ms = (time.perf_counter() - t0) * 1e3
     try:
-        python = at.doc.language_id == "python"
-        result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates, python))
+        shown = _Shown(Cursor(ctx.prefix, ctx.suffix), python=at.doc.language_id == "python")
+        result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates, shown))
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
         stats.errors += 1
         log.warning("spanfill: the engine could not complete: %s", err)
@@ -153,8 +167,7 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     if result is None or result.cancelled:
         stats.superseded += 1
         return None
-    cursor = Cursor(ctx.prefix, ctx.suffix)
-    texts = [t.replace("\n", at.doc.eol) for t in _unique(finish(raw, cursor, python) for raw in result.texts)]
+    texts = [t.replace("\n", at.doc.eol) for t in _unique(shown.text(raw) for raw in result.texts)]
     if _still_open(session, at):
         session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,
                                                   tuple(texts)))

@@ -304,3 +304,29 @@ async def test_a_python_document_never_shows_text_that_cannot_be_python(make_ses
     session.documents.open(types.TextDocumentItem(text_uri, "plaintext", 1, SOURCE))
     other = await suggest(session, Query(text_uri, CURSOR, candidates=2, debounce=False))
     assert garbage.split("\n")[0] in other.texts[1]
+
+
+class AskingEngine(FakeEngine):
+    """A FakeEngine that asks `request.would_show` about each of its candidates, as the real engine
+    does before deciding on an AR fallback."""
+
+    def complete(self, req):
+        result = super().complete(req)
+        self.answers = [req.would_show(text) for text in result.texts]
+        return result
+
+
+async def test_each_candidate_is_post_processed_once(make_session, monkeypatch):
+    from spanfill.server import completion
+    finished = []
+
+    def counted(raw, cursor, python=False):
+        finished.append(raw)
+        return completion_finish(raw, cursor, python)
+    completion_finish = completion.finish
+    monkeypatch.setattr(completion, "finish", counted)
+    session, engine = make_session(AskingEngine, texts=("total = a + b", "if = =[.[]"))
+    answer = await suggest(session, query(candidates=2))
+    assert engine.answers == [True, False]                 # the engine was told what the editor would show
+    assert answer.texts == ["total = a + b"]               # and the answer is built from the same texts
+    assert sorted(finished) == ["if = =[.[]", "total = a + b"]   # each finished once, not again for the answer
