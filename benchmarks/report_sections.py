@@ -18,21 +18,26 @@ def eval_section(report: dict, where: str = "") -> list[str]:
         rows.append([f"{r['kind']}-line", decoding_label(r), r["tasks"],
                      pct(r["exact_match"]), f"{r['edit_similarity']:.3f}", shown(r, "shown_exact_match", pct),
                      shown(r, "shown_edit_similarity", "{:.3f}".format), ms(r["latency_median_ms"]),
-                     ms(r["latency_p95_ms"]), f"{r['forward_passes_mean']:.1f}",
+                     ms(r["latency_p95_ms"]), shown(r, "latency_mean_ms", ms), f"{r['forward_passes_mean']:.1f}",
                      shown(r, "shown_chars_mean", "{:.1f}".format), shown(r, "reference_chars_mean", "{:.1f}".format)])
     out = [f"**Held-out quality and latency** ({where}{engine_line(report['model'])}; `{report['command']}`). "
            "*raw*: the engine's middle; *shown*: after the server's post-processing, what an editor shows:", "",
            table(["task", "decoding", "tasks", "exact match (raw)", "edit sim. (raw)", "exact match (shown)",
-                  "edit sim. (shown)", "p50 ms", "p95 ms", "forward passes", "chars shown", "chars in reference"], rows)]
+                  "edit sim. (shown)", "p50 ms", "p95 ms", "mean ms", "forward passes", "chars shown", "chars in reference"], rows)]
     by = by_kind(report)
-    ar = by.get(("single", "AR"))
-    for steps in (4, 8):    # the goals' T, and T=8 (one token per pass on most single lines) beside it
-        d = by.get(("single", f"diffusion T={steps}"))
-        if d and ar:
-            out += ["", f"Single-line, T={steps} vs. AR of the same weights: exact match {pct(d['exact_match'])} vs. "
-                        f"{pct(ar['exact_match'])} raw, {shown(d, 'shown_exact_match', pct)} vs. "
-                        f"{shown(ar, 'shown_exact_match', pct)} shown, median latency {ms(d['latency_median_ms'])} vs. "
-                        f"{ms(ar['latency_median_ms'])} ms: **{speed(ar['latency_median_ms'], d['latency_median_ms'])}**."]
+    for kind, score, fmt in (("single", "exact_match", pct), ("multi", "edit_similarity", "{:.3f}".format)):
+        ar = by.get((kind, "AR"))
+        for steps in (4, 8):    # the goals' T, and T=8 (one token per pass on most single lines) beside it
+            d = by.get((kind, f"diffusion T={steps}"))
+            if d and ar:
+                name = score.replace("_", " ")
+                mean = (f" (mean {ms(d['latency_mean_ms'])} vs. {ms(ar['latency_mean_ms'])} ms: "
+                        f"{speed(ar['latency_mean_ms'], d['latency_mean_ms'])})" if "latency_mean_ms" in d else "")
+                out += ["", f"{kind.capitalize()}-line, T={steps} vs. AR of the same weights: {name} {fmt(d[score])} vs. "
+                            f"{fmt(ar[score])} raw, {shown(d, 'shown_' + score, fmt)} vs. "
+                            f"{shown(ar, 'shown_' + score, fmt)} shown, median latency {ms(d['latency_median_ms'])} vs. "
+                            f"{ms(ar['latency_median_ms'])} ms: **{speed(ar['latency_median_ms'], d['latency_median_ms'])}**"
+                            f"{mean}."]
     return out
 
 

@@ -78,6 +78,19 @@ def test_the_report_says_slower_when_it_is():
     assert "12.5 vs. 10.0 ms: **1.25x slower**" in text and "faster" not in text
 
 
+def test_the_report_gives_the_mean_where_a_long_tail_turns_the_median_round():
+    from spanfill.engine.tools.scoring import Score, summarise
+
+    def row(latencies):
+        return summarise([Score(ms, 4, False, 0.2, False, 0.2, 5, 20) for ms in latencies])
+    ar, d4 = row([10, 10, 10, 10, 60]), row([12, 12, 12, 12, 12])   # AR: median 10, mean 20
+    assert (ar["latency_median_ms"], ar["latency_mean_ms"]) == (10, 20)
+    rows = [{"kind": "multi", "mode": "ar", "steps": None, **ar}, {"kind": "multi", "mode": "diffusion", "steps": 4, **d4}]
+    text = "\n".join(report_sections.eval_section({"results": rows, "model": {}, "command": "spanfill eval"}))
+    assert "Multi-line, T=4 vs. AR of the same weights: edit similarity 0.200 vs. 0.200 raw" in text
+    assert "12.0 vs. 10.0 ms: **1.20x slower** (mean 12.0 vs. 20.0 ms: 1.67x faster)." in text
+
+
 def replay_result(**fields) -> dict:
     base = {"command": "python benchmarks/replay.py", "config": {"interval_ms": 60}, "goals_ms": waits.GOALS_MS,
             "requests": {"sent": 20, "answered": 18, "cancelled": 2, "failed": 0},

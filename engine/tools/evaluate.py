@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r.get("fallback", False), r["steps"] or 0)):
         print(f"{r['kind']:<7} {decoding_label(r):<28} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
               f"shown EM {r['shown_exact_match']:.1%}  ES {r['shown_edit_similarity']:.3f}  "
-              f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}  "
+              f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  mean {r['latency_mean_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}  "
               f"chars {r['shown_chars_mean']:.1f} (reference {r['reference_chars_mean']:.1f})")
     return 0
 

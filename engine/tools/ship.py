@@ -21,15 +21,17 @@ from .scoring import decoding_label
 
 def _eval_table(report: dict) -> str:
     rows = ["| task | decoding | exact match | edit similarity | shown: exact match | edit similarity | chars (reference) "
-            "| median ms | p95 ms | forward passes |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
+            "| median ms | p95 ms | mean ms | forward passes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"] != "ar", r.get("rule", ""), r.get("fallback", False),
                                                        r["steps"] or 0)):
         mode = "AR (same weights)" if r["mode"] == "ar" else decoding_label(r)
+        mean = f"{r['latency_mean_ms']:.1f}" if "latency_mean_ms" in r else "–"     # older result files
         shown = (f"{r['shown_exact_match']:.1%} | {r['shown_edit_similarity']:.3f} | "
                  f"{r['shown_chars_mean']:.1f} ({r['reference_chars_mean']:.1f})" if "shown_exact_match" in r else "– | – | –")
         rows.append(f"| {r['kind']}-line ({r['tasks']}) | {mode} | {r['exact_match']:.1%} | {r['edit_similarity']:.3f} | "
-                    f"{shown} | {r['latency_median_ms']:.1f} | {r['latency_p95_ms']:.1f} | {r['forward_passes_mean']:.1f} |")
+                    f"{shown} | {r['latency_median_ms']:.1f} | {r['latency_p95_ms']:.1f} | {mean} | "
+                    f"{r['forward_passes_mean']:.1f} |")
     return "\n".join(rows)
 
 
