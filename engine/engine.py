@@ -58,6 +58,8 @@ class Engine:
         self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
         self._lock = threading.Lock()
         self.budget = Budget.scaled(model.cfg.max_context_tokens)   # what `complete` cuts windows to
+        # tokens that end a line: at a single-line cursor AR stops after one (the editor shows one line)
+        self.line_ends = frozenset(i for i in range(tokenizer.vocab_size) if b"\n" in tokenizer.token_bytes(i))
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
@@ -222,12 +224,15 @@ class Engine:
     def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
             healing: Healing, compiled) -> tuple[list[list[int]], int, bool, bool]:
         """AR decoding of one candidate per temperature against the cached context: (rows, steps run,
-        deadline hit, cancelled)."""
+        deadline hit, cancelled). At a single-line cursor a candidate ends with the first token that
+        ends a line: the editor shows the line alone (postprocess.apply_line_policy), so the tokens
+        after it would be decoded for nothing."""
         sp = self.tokenizer.special
         banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
         token_step = compiled.token_step if compiled else None
+        stop = frozenset() if wants_multiline(Cursor(req.prefix, req.suffix)) else self.line_ends
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
-                          deadline, req.cancelled, healing.first_bias, token_step)
+                          deadline, req.cancelled, healing.first_bias, token_step, stop)
                 for temp in temps]
         return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))

@@ -110,7 +110,8 @@ def test_cancelled_request(engine):
 
 
 def test_ar_mode_matches_a_reference_loop(engine):
-    """AR decoding through the KV cache == recomputing the whole causal sequence for every token."""
+    """AR decoding through the KV cache == recomputing the whole causal sequence for every token
+    (PREFIX/SUFFIX is a single-line cursor: both end after a token that ends a line)."""
     from spanfill.engine.decoding.prompt import context_ids
     tok, model = engine.tokenizer, engine.model
     ids = context_ids(tok, PREFIX, SUFFIX, budget=engine.budget)
@@ -127,13 +128,31 @@ def test_ar_mode_matches_a_reference_loop(engine):
             logits[banned] = float("-inf")   # control tokens never appear inside a middle
             nxt = int(logits.argmax())
             reference.append(nxt)
-            if nxt == tok.special.eom:
+            if nxt == tok.special.eom or nxt in engine.line_ends:   # a single-line cursor: one line
                 break
     result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, mode="ar", span_length=L, heal=False))
     end = reference.index(tok.special.eom) if tok.special.eom in reference else len(reference)
     expected = tok.decode(t for t in reference[:end] if t not in (tok.special.pad, tok.special.mask))
     assert result.texts == [expected]
     assert result.steps_run == len(reference)
+
+
+def test_ar_ends_a_single_line_cursor_with_the_first_token_that_ends_a_line(engine):
+    newline = engine.tokenizer.encode("\n")[0]
+    assert newline in engine.line_ends and engine.tokenizer.encode("x")[0] not in engine.line_ends
+    original = engine.model.logits
+
+    def says_newline(h):              # every position proposes the line end; <|eom|> never
+        out = original(h)
+        out[..., engine.tokenizer.special.eom] = float("-inf")
+        out[..., newline] = 1e4
+        return out
+    engine.model.logits = says_newline
+    single = engine.complete(CompletionRequest(prefix="total = compute(", suffix=")\nprint(total)\n", mode="ar",
+                                               span_length=8, heal=False))
+    assert single.steps_run == 1 and single.texts == ["\n"]
+    block = engine.complete(CompletionRequest(prefix="def f():\n    ", suffix="\n", mode="ar", span_length=8, heal=False))
+    assert block.steps_run == 8 and block.texts == ["\n" * 8]     # a multi-line cursor: the span's tokens
 
 
 @pytest.mark.parametrize("bad", [dict(span_length=0), dict(steps=0), dict(n=0), dict(mode="beam"),
