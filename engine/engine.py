@@ -136,7 +136,7 @@ class Engine:
             L = start_span(L, req.prefix, req.suffix)
         t_start, deadline = begin(req)
         timings = Timings()
-        tok, sp = self.tokenizer, self.tokenizer.special
+        tok = self.tokenizer
 
         t0 = time.perf_counter()
         ids = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut,
@@ -173,30 +173,8 @@ class Engine:
             rows, steps_run, deadline_hit, cancelled = self._ar(lookup.entry, C, L, temps, req, gen, deadline,
                                                                 healing, compiled)
         else:
-            # pad stays allowed: after <|eom|> the model was trained to predict it. Under `head` the end
-            # and the pads after it are placed before the first step, so no position may propose either
-            banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle] + ([sp.eom, sp.pad] if head else [])
-            end = head_end(torch.softmax(self.model.length_logits(lookup.entry.last_hidden)[0].float(), -1)) if head else None
-            cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
-                                healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
-                                length=length, end=end)
-            # the compiled and captured steps run `pad` and `head` (whose end is placed before the steps) only
-            length_on_fast_steps = length in ("pad", "head")
-            static = self.static_denoiser if req.fast_steps else None
-            if static is not None and static.supports(cfg) and length_on_fast_steps:
-                out = static.denoise(lookup.entry.kv, C, req.n, cfg, deadline, req.cancelled)
-            else:
-                fused_step = None
-                if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and length_on_fast_steps:
-                    bias = banned_bias(tuple(banned), self.model.cfg.vocab_size, self.model.embed.weight.device)
-                    first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
-
-                    def fused_step(span, masked, context_len, kv, steps_left):
-                        compiled.denoise_step(span, masked, context_len, kv, bias, first, steps_left)
-                out = denoise(self.model, lookup.entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
-                              req.cancelled, fused_step)
-            rows = out.span.tolist()
-            steps_run, deadline_hit, cancelled = out.steps_run, out.deadline_hit, out.cancelled
+            rows, steps_run, deadline_hit, cancelled = self._diffusion(lookup.entry, C, L, T, length, req, gen, deadline,
+                                                                       healing, compiled)
         timings.denoise_ms = _ms(t0)
 
         t0 = time.perf_counter()
@@ -220,6 +198,36 @@ class Engine:
         timings.total_ms = _ms(t_start)
         return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,
                                 deadline_hit, cancelled, timings, fell_back)
+
+    def _diffusion(self, entry, C: int, L: int, T: int, length: str, req: CompletionRequest, gen, deadline,
+                   healing: Healing, compiled) -> tuple[list[list[int]], int, bool, bool]:
+        """The span denoised against the cached context, on the captured CUDA steps, the compiled CPU
+        steps or the eager loop, whichever serves the request: (rows, steps run, deadline hit, cancelled)."""
+        sp = self.tokenizer.special
+        head = length == "head"
+        # pad stays allowed: after <|eom|> the model was trained to predict it. Under `head` the end
+        # and the pads after it are placed before the first step, so no position may propose either
+        banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle] + ([sp.eom, sp.pad] if head else [])
+        end = head_end(torch.softmax(self.model.length_logits(entry.last_hidden)[0].float(), -1)) if head else None
+        cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
+                            healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
+                            length=length, end=end)
+        # the compiled and captured steps run `pad` and `head` (whose end is placed before the steps) only
+        length_on_fast_steps = length in ("pad", "head")
+        static = self.static_denoiser if req.fast_steps else None
+        if static is not None and static.supports(cfg) and length_on_fast_steps:
+            out = static.denoise(entry.kv, C, req.n, cfg, deadline, req.cancelled)
+        else:
+            fused_step = None
+            if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and length_on_fast_steps:
+                bias = banned_bias(tuple(banned), self.model.cfg.vocab_size, self.model.embed.weight.device)
+                first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
+
+                def fused_step(span, masked, context_len, kv, steps_left):
+                    compiled.denoise_step(span, masked, context_len, kv, bias, first, steps_left)
+            out = denoise(self.model, entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
+                          req.cancelled, fused_step)
+        return out.span.tolist(), out.steps_run, out.deadline_hit, out.cancelled
 
     def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
             healing: Healing, compiled) -> tuple[list[list[int]], int, bool, bool]:
