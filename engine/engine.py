@@ -134,6 +134,7 @@ class Engine:
         L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps)
         if req.mode == "diffusion" and req.span_length is None:
             L = start_span(L, req.prefix, req.suffix)
+        multiline = wants_multiline(Cursor(req.prefix, req.suffix))   # AR's line end, the fallback
         t_start, deadline = begin(req)
         timings = Timings()
         tok = self.tokenizer
@@ -171,7 +172,7 @@ class Engine:
         if req.mode == "ar":
             temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
             rows, steps_run, deadline_hit, cancelled = self._ar(lookup.entry, C, L, temps, req, gen, deadline,
-                                                                healing, compiled)
+                                                                healing, compiled, multiline)
         else:
             rows, steps_run, deadline_hit, cancelled = self._diffusion(lookup.entry, C, L, T, length, req, gen, deadline,
                                                                        healing, compiled)
@@ -184,14 +185,15 @@ class Engine:
         # wrote nothing at a single-line cursor (the model sees nothing to insert there: AR's time is
         # spared while typing); at a multi-line cursor (an empty line, a block opener) a body is wanted
         fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled and not deadline_hit
-                     and (any(text.strip() for text in texts) or wants_multiline(Cursor(req.prefix, req.suffix)))
+                     and (any(text.strip() for text in texts) or multiline)
                      and not any(req.would_show(text) for text in texts))
         if fell_back:
             t0 = time.perf_counter()
-            entry = self.cache.prepare(ids, room_after=self.model.cfg.span_length, need_hidden=True,
-                                       encode=compiled.prefill if compiled else None).entry
             L_ar = req.span_length or self.model.cfg.span_length
-            rows, ar_steps, deadline_hit, cancelled = self._ar(entry, C, L_ar, [0.0], req, None, deadline, healing, compiled)
+            entry = self.cache.prepare(ids, room_after=max(L_ar, self.model.cfg.span_length), need_hidden=True,
+                                       encode=compiled.prefill if compiled else None).entry
+            rows, ar_steps, deadline_hit, cancelled = self._ar(entry, C, L_ar, [0.0], req, None, deadline, healing,
+                                                               compiled, multiline)
             steps_run += ar_steps
             texts, finished = self._texts(rows, healing, cancelled)
             timings.fallback_ms = _ms(t0)
@@ -230,15 +232,15 @@ class Engine:
         return out.span.tolist(), out.steps_run, out.deadline_hit, out.cancelled
 
     def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
-            healing: Healing, compiled) -> tuple[list[list[int]], int, bool, bool]:
+            healing: Healing, compiled, multiline: bool) -> tuple[list[list[int]], int, bool, bool]:
         """AR decoding of one candidate per temperature against the cached context: (rows, steps run,
-        deadline hit, cancelled). At a single-line cursor a candidate ends with the first token that
-        ends a line: the editor shows the line alone (postprocess.apply_line_policy), so the tokens
-        after it would be decoded for nothing."""
+        deadline hit, cancelled). At a single-line cursor (not `multiline`) a candidate ends with the
+        first token that ends a line: the editor shows the line alone (postprocess.apply_line_policy),
+        so the tokens after it would be decoded for nothing."""
         sp = self.tokenizer.special
         banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
         token_step = compiled.token_step if compiled else None
-        stop = frozenset() if wants_multiline(Cursor(req.prefix, req.suffix)) else self.line_ends
+        stop = frozenset() if multiline else self.line_ends
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
                           deadline, req.cancelled, healing.first_bias, token_step, stop)
                 for temp in temps]

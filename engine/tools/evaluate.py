@@ -31,16 +31,21 @@ MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion",
          ("diffusion", 4, "content", True), ("ar", None, "content")]
 
 
+def _fallback(mode: tuple) -> bool:
+    """A MODES entry's AR-fallback flag (an entry without one: off)."""
+    return bool(mode[3:] and mode[3])
+
+
 def evaluate(engine: Engine, tasks: list[Task], span_length: int | None, modes=MODES, progress: bool = True) -> dict:
     """Score every task under every mode. span_length None: each request's default, as the server
     sends it (the model's span; a shorter one at a single-line cursor, length.start_span)."""
     scores: dict[tuple, list[Score]] = {}
     for i, task in enumerate(tasks):
         warm(engine, task)
-        for mode, steps, rule, *fallback in modes:
-            scores.setdefault((mode, steps, rule, bool(fallback and fallback[0]), task.kind), []).append(
-                score(engine, task, bool(fallback and fallback[0]), span_length=span_length, steps=steps, mode=mode,
-                      rule=rule))
+        for entry in modes:
+            mode, steps, rule, fallback = *entry[:3], _fallback(entry)
+            scores.setdefault((mode, steps, rule, fallback, task.kind), []).append(
+                score(engine, task, fallback, span_length=span_length, steps=steps, mode=mode, rule=rule))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
@@ -86,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     L = args.span or engine.info["span_length"]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     has = engine.info.get("modes", ("diffusion", "ar"))      # public checkpoints: no AR path, so no AR fallback
-    modes = [m for m in MODES if m[0] in has and not (m[3:] and m[3] and "ar" not in has)]
+    modes = [m for m in MODES if m[0] in has and (not _fallback(m) or "ar" in has)]
     report = evaluate(engine, tasks, args.span, modes)
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
