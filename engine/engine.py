@@ -22,7 +22,7 @@ from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
 from .decoding.length import head_end, resolve_length, shrink_lengths, start_span
-from .decoding.postprocess import Cursor, wants_multiline
+from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
@@ -234,18 +234,31 @@ class Engine:
     def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
             healing: Healing, compiled, multiline: bool) -> tuple[list[list[int]], int, bool, bool]:
         """AR decoding of one candidate per temperature against the cached context: (rows, steps run,
-        deadline hit, cancelled). At a single-line cursor (not `multiline`) a candidate ends with the
-        first token that ends a line: the editor shows the line alone (postprocess.apply_line_policy),
-        so the tokens after it would be decoded for nothing."""
+        deadline hit, cancelled). A candidate ends where the editor's post-processing would end it
+        whatever came next, so those tokens are not decoded for nothing: at a single-line cursor (not
+        `multiline`) with the first token that ends a line (postprocess.apply_line_policy), at a
+        multi-line one with the first token of a line that leaves the cursor's block
+        (postprocess.keep_block_indentation)."""
         sp = self.tokenizer.special
         banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
         token_step = compiled.token_step if compiled else None
-        stop = frozenset() if multiline else self.line_ends
+        stop = self._block_stop(req, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends)
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
                           deadline, req.cancelled, healing.first_bias, token_step, stop)
                 for temp in temps]
         return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
+
+    def _block_stop(self, req: CompletionRequest, healing: Healing):
+        """stop(tokens) for AR at a multi-line cursor: the text so far has reached a line that dedents
+        out of the cursor's block."""
+        cursor = Cursor(to_lf(req.prefix), to_lf(req.suffix))
+        tok = self.tokenizer
+
+        def stop(tokens: list[int]) -> bool:
+            data = Healer.strip(tok.decode_bytes(tokens), healing.stub)
+            return data is not None and leaves_block(to_lf(data.decode("utf-8", errors="ignore")), cursor)
+        return stop
 
     def _texts(self, rows: list[list[int]], healing: Healing, cancelled: bool) -> tuple[list[str], list[bool]]:
         """Each row's text up to <|eom|> (the healed stub cut off) and whether it reached <|eom|>."""

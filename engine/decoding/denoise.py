@@ -303,12 +303,12 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
               eom_id: int, temperature: float = 0.0, top_p: float = 1.0,
               generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
               cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None,
-              token_step: Callable | None = None, stop_ids: frozenset[int] = frozenset()) -> DenoiseOutput:
+              token_step: Callable | None = None, stop: Callable[[list[int]], bool] | None = None) -> DenoiseOutput:
     """The baseline: decode the same weights one token per step through the causal path. kv buffers
     must have room for context_len + max_tokens positions; positions past context_len are scratch.
     first_bias [V] is added to the first token's logits (healing.py); token_step(token [1, 1],
     position, kv) -> logits [1, V] is the causal step (compiled.py), the eager model's by default.
-    Decoding ends after <|eom|> or after any of `stop_ids` (kept in the span: the caller cuts)."""
+    Decoding ends after <|eom|> or once stop(tokens so far) is true (they stay in the span: the caller cuts)."""
     if token_step is None:
         def token_step(token, position, kv):
             return model.logits(model.encode_context(token, position, kv))
@@ -323,7 +323,7 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
             logits = logits + first_bias.to(logits.dtype)
         _, token = pick_tokens(logits, temperature, top_p, generator, banned)
         tokens.append(int(token))
-        if tokens[-1] == eom_id or tokens[-1] in stop_ids:
+        if tokens[-1] == eom_id or (stop is not None and stop(tokens)):
             break
         if deadline is not None and time.perf_counter() >= deadline:
             deadline_hit = True

@@ -136,18 +136,37 @@ def keep_block_indentation(text: str, cur: Cursor) -> str:
     """At a blank line, drop indentation the model adds beyond the block's; then end the
     completion at the first line that dedents out of the cursor's block; then use the
     document's tabs-or-spaces style."""
+    lines = _block_lines(text, cur)
+    return "\n".join(match_indent_style(line, cur) for line in lines[:_block_end(lines, cur)])
+
+
+def leaves_block(text: str, cur: Cursor) -> bool:
+    """`text` (LF) has reached a line that dedents out of the cursor's block: `keep_block_indentation`
+    ends the completion before that line whatever follows it (an AR decoder may stop there)."""
+    if "\n" not in text:
+        return False
+    lines = _block_lines(text, cur)
+    return _block_end(lines, cur) < len(lines)
+
+
+def _block_lines(text: str, cur: Cursor) -> list[str]:
+    """`text`'s lines, the first without the indentation the model adds beyond the block's at a blank line."""
     lines = text.split("\n")
     if not cur.line_before.strip():
         lead = indent_of(lines[0])
         excess = width(cur.line_before) + width(lead) - _blank_line_indent(cur)
         if excess > 0:
             lines[0] = lead.expandtabs(INDENT_UNIT)[min(excess, width(lead)):] + lines[0][len(lead):]
+    return lines
+
+
+def _block_end(lines: list[str], cur: Cursor) -> int:
+    """The index of the first line after the first that dedents out of the cursor's block (or len(lines))."""
     floor = width(indent_of(cur.line_before + lines[0]))
     for i in range(1, len(lines)):
         if lines[i].strip() and width(indent_of(lines[i])) < floor:
-            lines = lines[:i]
-            break
-    return "\n".join(match_indent_style(line, cur) for line in lines)
+            return i
+    return len(lines)
 
 
 def uses_tabs(cur: Cursor) -> bool:

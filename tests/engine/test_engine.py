@@ -155,6 +155,31 @@ def test_ar_ends_a_single_line_cursor_with_the_first_token_that_ends_a_line(engi
     assert block.steps_run == 8 and block.texts == ["\n" * 8]     # a multi-line cursor: the span's tokens
 
 
+def test_ar_ends_a_multi_line_cursor_with_the_first_token_of_a_line_that_leaves_the_block(engine):
+    """At `def f():\\n    |` a script that writes two body lines then a line at column 0: decoding ends
+    with that line's first token, not at the span's end."""
+    tok, sp = engine.tokenizer, engine.tokenizer.special
+    script = tok.encode("x = 1\n    y = 2\nz = 3\n    w = 4\n")
+    dedent = next(i for i in range(len(script)) if tok.decode(script[:i + 1]).endswith("\nz"))
+    original = engine.model.logits
+    said = []
+
+    def scripted(h):                   # the i-th call proposes the script's i-th token
+        out = original(h)
+        out[..., sp.eom] = float("-inf")
+        out[..., script[min(len(said), len(script) - 1)]] = 1e4
+        said.append(1)
+        return out
+    engine.model.logits = scripted
+    block = engine.complete(CompletionRequest(prefix="def f():\n    ", suffix="\n", mode="ar", span_length=24, heal=False))
+    assert block.steps_run == dedent + 1
+    assert block.texts == [tok.decode(script[:dedent + 1])]
+    said.clear()
+    inside = engine.complete(CompletionRequest(prefix="def f():\n    ", suffix="\n", mode="ar", span_length=dedent,
+                                               heal=False))
+    assert inside.steps_run == dedent       # the body alone: no stop before the span's end
+
+
 @pytest.mark.parametrize("bad", [dict(span_length=0), dict(steps=0), dict(n=0), dict(mode="beam"),
                                  dict(rule="greedy"), dict(length="eos"), dict(top_p=0.0), dict(temperature=-1.0)])
 def test_invalid_requests_get_clear_errors(engine, bad):

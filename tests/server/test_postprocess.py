@@ -1,6 +1,6 @@
 """Post-processing rules, one test group per rule, on realistic cursor positions."""
 from spanfill.engine.decoding.postprocess import (Cursor, apply_line_policy, drop_closed_brackets, finish,
-                                         keep_block_indentation, repeats_following_lines,
+                                         keep_block_indentation, leaves_block, repeats_following_lines,
                                          trim_suffix_overlap, wants_multiline)
 
 
@@ -92,6 +92,21 @@ def test_lines_that_leave_the_block_are_dropped():
     cur = at("class Stack:\n    def push(self, x):\n        |\n")
     raw = "self.items.append(x)\n        return len(self.items)\n\ndef helper():\n    pass"
     assert finish(raw, cur) == "self.items.append(x)\n        return len(self.items)"
+
+
+def test_text_leaves_the_block_at_the_first_character_of_a_dedented_line():
+    cur = at("class Stack:\n    def push(self, x):\n        |\n")
+    raw = "self.items.append(x)\n        return len(self.items)\n\ndef helper():\n    pass"
+    cut = raw.index("def helper")
+    assert not leaves_block(raw[:cut], cur)          # a blank line and the next line's start are not yet out
+    assert not leaves_block("self.items.append(x)", cur)
+    assert leaves_block(raw[:cut + 1], cur) and leaves_block(raw, cur)
+    # where leaves_block turns true, what follows no longer changes the shown text
+    assert finish(raw[:cut + 1], cur) == finish(raw, cur)
+    opener = at("    for item in items:|\n")
+    assert not leaves_block("\n        total += item\n        count += 1", opener)
+    assert not leaves_block("\n        total += item\n    print(total)", opener)   # the loop's own level
+    assert leaves_block("\n        total += item\nprint", opener)
 
 
 def test_body_after_a_block_opener_keeps_its_indentation():
