@@ -8,6 +8,7 @@ Stages are timed separately: tokenize -> context (KV cache) -> denoise -> detoke
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
+from .decoding.neighbours import repeatable_tokens
 from .decoding.length import head_end, resolve_length, shrink_lengths, start_span
 from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
@@ -52,9 +54,13 @@ class Engine:
         self.threads = torch.get_num_threads()
         self.cache = ContextCache(model, cache_entries)
         self.healer = Healer(tokenizer, model.embed.weight.device)
-        sp = tokenizer.special   # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
-        on_cuda = model.embed.weight.is_cuda
-        self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
+        sp = tokenizer.special
+        # the span steps pick no token twice in a row but these (neighbours.py)
+        self.repeatable = repeatable_tokens(tokenizer.vocab_size, tokenizer.token_bytes, dataclasses.astuple(sp),
+                                            model.embed.weight.device)
+        on_cuda = model.embed.weight.is_cuda     # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
+        self.static_denoiser = (StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad, repeatable=self.repeatable)
+                                if on_cuda else None)
         self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
         self._lock = threading.Lock()
         self.budget = Budget.scaled(model.cfg.max_context_tokens)   # what `complete` cuts windows to
@@ -95,7 +101,7 @@ class Engine:
         if self.compiled is None:
             sp = self.tokenizer.special
             L = self.model.cfg.span_length
-            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L)).start()
+            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L), self.repeatable).start()
         if wait:
             self.compiled.wait()
         return self.compiled
@@ -213,7 +219,7 @@ class Engine:
         end = head_end(torch.softmax(self.model.length_logits(entry.last_hidden)[0].float(), -1)) if head else None
         cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
                             healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
-                            length=length, end=end)
+                            length=length, end=end, repeatable=self.repeatable)
         # the compiled and captured steps run `pad` and `head` (whose end is placed before the steps) only
         length_on_fast_steps = length in ("pad", "head")
         static = self.static_denoiser if req.fast_steps else None

@@ -87,9 +87,10 @@ def own_code(method):
 
 class CompiledSteps:
     def __init__(self, model: ModelFamily, span_length: int, eom_id: int, pad_id: int,
-                 shrink_to: tuple[int, ...] = ()):
+                 shrink_to: tuple[int, ...] = (), repeatable: torch.Tensor | None = None):
         self.model = model
         self.eom_id, self.pad_id = eom_id, pad_id
+        self.repeatable = repeatable      # step_body's: no token twice in a row but these (neighbours.py)
         self.span_length = span_length
         # the denoising step is compiled for the span and for the shorter lengths the loop cuts it
         # down to (length.SHRINK_TO): one static graph each
@@ -109,7 +110,7 @@ class CompiledSteps:
     # ---- the compiled functions ----------------------------------------------------------------
     def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, steps_left) -> None:
         step_body(self.model, span, masked, context_len, kv, steps_left, 0, bias, first_bias, "content", 0.0,
-                  self.eom_id, self.pad_id)
+                  self.eom_id, self.pad_id, repeatable=self.repeatable)
 
     def _token_step(self, token, position: int, kv):
         return self.model.logits(self.model.encode_context(token, position, kv))

@@ -55,9 +55,11 @@ class StaticSpanDenoiser:
     """Greedy span denoising against a static context buffer, one bucket of buffers (and graphs) per
     shape. Holds GPU state between requests, so one thread owns it, as it owns the Engine."""
 
-    def __init__(self, model: ModelFamily, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None):
+    def __init__(self, model: ModelFamily, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None,
+                 repeatable: torch.Tensor | None = None):
         self.model = model
         self.mask_id, self.eom_id, self.pad_id = mask_id, eom_id, pad_id
+        self.repeatable = repeatable      # step_body's: no token twice in a row but these (neighbours.py)
         self.device = model.embed.weight.device
         if graphs is None:   # capture needs the kernels: the torch pick copies its banned ids to the GPU
             graphs = self.device.type == "cuda" and kernels.enabled_for(model.embed.weight)
@@ -125,7 +127,7 @@ class StaticSpanDenoiser:
         b.steps_run += b.masked.any()
         step_body(self.model, b.span, b.masked, b.context_capacity, self._kv, step.left, step.k, self._bias,
                   self._first_bias, cfg.rule, cfg.threshold, self.eom_id, self.pad_id,
-                  positions=b.positions, key_mask=b.key_mask)
+                  positions=b.positions, key_mask=b.key_mask, repeatable=self.repeatable)
 
     def _run(self, b: StepBuffers, cfg: DenoiseConfig, step: Step) -> None:
         if not self.graphs:

@@ -30,6 +30,7 @@ import torch
 
 from . import kernels
 from ..core.family import ModelFamily
+from .neighbours import pick_apart
 from .length import (FIRST_STEP, PAD_CONFIDENCE, STRICT_PAD_CONFIDENCE, fix_end, held_ends, place_end, shrunk_length,
                      trailing_pads, truncate_after_eom)
 
@@ -127,6 +128,7 @@ class DenoiseConfig:
     shrink_to: tuple[int, ...] = ()   # span lengths to cut a span down to once its tail is committed pads
     length: str = "pad"               # how the middle's end is decided (api.LENGTHS, `auto` resolved: length.resolve_length)
     end: int | None = None            # <|eom|>'s position, committed before the first step (`head`); >= L: none
+    repeatable: torch.Tensor | None = None   # [V] bool: no other token twice in a row (neighbours.py); None: no such rule
 
 
 def choose_commit(span: torch.Tensor, masked: torch.Tensor, confidence: torch.Tensor, proposal: torch.Tensor,
@@ -240,21 +242,27 @@ def step_body(model: ModelFamily, span: torch.Tensor, masked: torch.Tensor, cont
               left: torch.Tensor | int, k: int, bias: torch.Tensor, first_bias: torch.Tensor, rule: str,
               threshold: float, eom: int, pad: int, pick=greedy,
               positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None,
-              length: str = "pad") -> None:
+              length: str = "pad", repeatable: torch.Tensor | None = None) -> None:
     """One denoising step, in place on span/masked [B, L]: the span's forward against the cached
     context, logits for every position with the banned ids' bias [V] and token healing's first_bias
     [V] on position 0, a pick per position, then the commit. The one step body: `denoise` runs it
     eagerly, compiled.py through torch.compile, cuda_step.py captured in CUDA graphs. Every position's
     logits, not only the masked ones': no data-dependent shapes, so it compiles and graph-captures.
-    `length` is the length strategy (api.LENGTHS, `auto` resolved: length.resolve_length); the compiled and captured steps run `pad`."""
+    `length` is the length strategy (api.LENGTHS, `auto` resolved: length.resolve_length); the compiled and captured steps run `pad`.
+    `repeatable` [V] bool: the picks are made with no token twice in a row (neighbours.py), these
+    tokens excepted; None: each position's pick on its own."""
     B, L = span.shape
     logits = model.logits(model.span_step(span, context_len, kv, positions, key_mask)).float() + bias   # [B, L, V]
     logits[:, 0] += first_bias
     if length in FIRST_STEP:
         fix_end(logits, span, masked, eom, pad, FIRST_STEP[length])
-    conf, token = pick(logits.flatten(0, 1))
-    confidence = conf.view(B, L).masked_fill(~masked, NEG_INF)
-    proposal = torch.where(masked, token.view(B, L), span)
+    if repeatable is None:
+        conf, token = pick(logits.flatten(0, 1))
+        conf, token = conf.view(B, L), token.view(B, L)
+    else:
+        conf, token = pick_apart(logits, span, masked, repeatable, pick)
+    confidence = conf.masked_fill(~masked, NEG_INF)
+    proposal = torch.where(masked, token, span)
     commit = choose_commit(span, masked, confidence, proposal, left, k, rule, threshold, pad, length, eom)
     apply_commit(span, masked, commit, proposal, eom, pad)
 
@@ -293,7 +301,7 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
             fused_step(span, masked, context_len, kv, step.left)
         else:
             step_body(model, span, masked, context_len, kv, step.left, step.k, bias, first_bias, cfg.rule,
-                      cfg.threshold, eom_id, pad_id, pick, length=cfg.length)
+                      cfg.threshold, eom_id, pad_id, pick, length=cfg.length, repeatable=cfg.repeatable)
         if step.final or not masked.any():   # done: the plan is not asked again (no cancel or deadline after it)
             break
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)

@@ -1,0 +1,76 @@
+"""No token twice in a row: the span step's picks, made apart from their neighbours.
+
+A masked-diffusion step predicts every span position from the context and the span as committed so
+far, each position on its own. Two neighbouring positions that are both still masked are therefore
+often given the same token — each is likely where it stands, the pair is not (`self.pathpath_names`,
+`((self,,,`) — and a position next to a committed token often proposes that token again. Real code
+almost never holds the same non-blank token twice in a row under a BPE tokenizer (common repeats
+such as `))` or `__` are tokens of their own), so the step treats a repeat as an error to avoid:
+
+* a masked position may not propose the token committed right before or right after it;
+* where two neighbouring masked positions propose the same token, the less confident one takes its
+  next choice (the pick run once more with its first choice removed).
+
+Blank tokens (indentation, line ends) and the control tokens (a span's tail is pads) may repeat.
+Everything is batched and branch-free, so the step still compiles and graph-captures; the second
+pick costs one more pass over the span's logits.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+NEG_INF = float("-inf")
+
+
+def repeatable_tokens(vocab_size: int, token_bytes: Callable[[int], bytes], special_ids,
+                      device: torch.device | None = None) -> torch.Tensor:
+    """[V] bool: the tokens that may stand twice in a row: blank ones and the control tokens."""
+    blank = [not token_bytes(i).strip() for i in range(vocab_size)]
+    out = torch.tensor(blank, dtype=torch.bool, device=device)
+    out[list(special_ids)] = True
+    return out
+
+
+def ban_committed_neighbours(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor,
+                             repeatable: torch.Tensor) -> None:
+    """logits [B, L, V], in place: at each masked position, -inf on the non-repeatable tokens committed
+    at its left and right neighbours (a scatter of -inf or 0, so the shapes never depend on the data)."""
+    B, L, _ = logits.shape
+    ban = torch.zeros((B, L, 2), dtype=torch.long, device=span.device)
+    penalty = torch.zeros((B, L, 2), dtype=logits.dtype, device=span.device)
+    left, right = span[:, :-1], span[:, 1:]
+    ban[:, 1:, 0], ban[:, :-1, 1] = left, right
+    penalty[:, 1:, 0] = torch.where(masked[:, 1:] & ~masked[:, :-1] & ~repeatable[left], NEG_INF, 0.0)
+    penalty[:, :-1, 1] = torch.where(masked[:, :-1] & ~masked[:, 1:] & ~repeatable[right], NEG_INF, 0.0)
+    logits.scatter_add_(2, ban, penalty)
+
+
+def twins(token: torch.Tensor, confidence: torch.Tensor, masked: torch.Tensor,
+          repeatable: torch.Tensor) -> torch.Tensor:
+    """[B, L] bool: of each pair of neighbouring masked positions that propose the same
+    non-repeatable token, the less confident one (the left one on a tie)."""
+    same = masked[:, :-1] & masked[:, 1:] & (token[:, :-1] == token[:, 1:]) & ~repeatable[token[:, :-1]]
+    left_loses = confidence[:, :-1] <= confidence[:, 1:]
+    loser = torch.zeros_like(masked)
+    loser[:, :-1] |= same & left_loses
+    loser[:, 1:] |= same & ~left_loses
+    return loser
+
+
+def pick_apart(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, repeatable: torch.Tensor,
+               pick: Callable) -> tuple[torch.Tensor, torch.Tensor]:
+    """(confidence [B, L], token [B, L]) for the span's logits [B, L, V] (changed in place): `pick`
+    (logits [M, V] -> (confidence [M], token [M])) with no token twice in a row."""
+    B, L, V = logits.shape
+    ban_committed_neighbours(logits, span, masked, repeatable)
+    conf, token = pick(logits.view(B * L, V))
+    conf, token = conf.view(B, L).float(), token.view(B, L)
+    logits.scatter_(2, token[..., None], NEG_INF)          # each position's next choice
+    conf2, token2 = pick(logits.view(B * L, V))
+    # the next choice's probability among all tokens: pick renormalised over those left
+    # (0 where nothing is left to choose: the pick's probability is then NaN)
+    conf2 = conf2.view(B, L).float().nan_to_num(0.0) * (1 - conf)
+    loser = twins(token, conf, masked, repeatable)
+    return torch.where(loser, conf2, conf), torch.where(loser, token2.view(B, L), token)
