@@ -12,8 +12,10 @@ such as `))` or `__` are tokens of their own), so the step treats a repeat as an
   next choice (the pick run once more with its first choice removed).
 
 Blank tokens (indentation, line ends) and the control tokens (a span's tail is pads) may repeat.
-Everything is batched and branch-free, so the step still compiles and graph-captures; the second
-pick costs one more pass over the span's logits.
+A ban is a large finite penalty, not -inf: where every other token is already banned (token healing
+leaves one, say), the banned token stays the pick, and no distribution is ever empty (a sample from
+one fails). Everything is batched and branch-free, so the step still compiles and graph-captures;
+the second pick costs one more pass over the span's logits.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Callable
 
 import torch
 
-NEG_INF = float("-inf")
+PENALTY = 1e4     # subtracted from a banned token's logit: below any real logit, and still finite
 
 
 def repeatable_tokens(vocab_size: int, token_bytes: Callable[[int], bytes], special_ids,
@@ -35,15 +37,15 @@ def repeatable_tokens(vocab_size: int, token_bytes: Callable[[int], bytes], spec
 
 def ban_committed_neighbours(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor,
                              repeatable: torch.Tensor) -> None:
-    """logits [B, L, V], in place: at each masked position, -inf on the non-repeatable tokens committed
-    at its left and right neighbours (a scatter of -inf or 0, so the shapes never depend on the data)."""
+    """logits [B, L, V], in place: at each masked position, the non-repeatable tokens committed at its
+    left and right neighbours are banned (a scatter of PENALTY or 0, so no shape depends on the data)."""
     B, L, _ = logits.shape
     ban = torch.zeros((B, L, 2), dtype=torch.long, device=span.device)
     penalty = torch.zeros((B, L, 2), dtype=logits.dtype, device=span.device)
     left, right = span[:, :-1], span[:, 1:]
     ban[:, 1:, 0], ban[:, :-1, 1] = left, right
-    penalty[:, 1:, 0] = torch.where(masked[:, 1:] & ~masked[:, :-1] & ~repeatable[left], NEG_INF, 0.0)
-    penalty[:, :-1, 1] = torch.where(masked[:, :-1] & ~masked[:, 1:] & ~repeatable[right], NEG_INF, 0.0)
+    penalty[:, 1:, 0] = torch.where(masked[:, 1:] & ~masked[:, :-1] & ~repeatable[left], -PENALTY, 0.0)
+    penalty[:, :-1, 1] = torch.where(masked[:, :-1] & ~masked[:, 1:] & ~repeatable[right], -PENALTY, 0.0)
     logits.scatter_add_(2, ban, penalty)
 
 
@@ -63,14 +65,14 @@ def pick_apart(logits: torch.Tensor, span: torch.Tensor, masked: torch.Tensor, r
                pick: Callable) -> tuple[torch.Tensor, torch.Tensor]:
     """(confidence [B, L], token [B, L]) for the span's logits [B, L, V] (changed in place): `pick`
     (logits [M, V] -> (confidence [M], token [M])) with no token twice in a row."""
-    B, L, V = logits.shape
+    B, L, _ = logits.shape
     ban_committed_neighbours(logits, span, masked, repeatable)
-    conf, token = pick(logits.view(B * L, V))
+    conf, token = pick(logits.flatten(0, 1))
     conf, token = conf.view(B, L).float(), token.view(B, L)
-    logits.scatter_(2, token[..., None], NEG_INF)          # each position's next choice
-    conf2, token2 = pick(logits.view(B * L, V))
-    # the next choice's probability among all tokens: pick renormalised over those left
-    # (0 where nothing is left to choose: the pick's probability is then NaN)
-    conf2 = conf2.view(B, L).float().nan_to_num(0.0) * (1 - conf)
-    loser = twins(token, conf, masked, repeatable)
-    return torch.where(loser, conf2, conf), torch.where(loser, token2.view(B, L), token)
+    # each position's next choice: the first one banned (where it is all that is left, it again)
+    logits.scatter_add_(2, token[..., None], torch.full_like(conf[..., None], -PENALTY))
+    conf2, token2 = pick(logits.flatten(0, 1))
+    token2 = token2.view(B, L)
+    conf2 = conf2.view(B, L).float() * (1 - conf)     # its probability among all tokens: pick renormalised
+    loser = twins(token, conf, masked, repeatable) & (token2 != token)
+    return torch.where(loser, conf2, conf), torch.where(loser, token2, token)

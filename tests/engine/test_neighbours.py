@@ -24,7 +24,7 @@ def test_a_masked_position_may_not_repeat_a_committed_neighbour():
     masked = span == MASK
     logits = torch.zeros(1, 7, V)
     ban_committed_neighbours(logits, span, masked, REPEATABLE)
-    banned = [sorted(torch.nonzero(row == float("-inf")).flatten().tolist()) for row in logits[0]]
+    banned = [sorted(torch.nonzero(row < -1000).flatten().tolist()) for row in logits[0]]
     # 1: left 5; 2: right 6; 4: left 6 (right is blank: may repeat); 6: left blank; committed: untouched
     assert banned == [[], [5], [6], [], [6], [], []]
 
@@ -47,6 +47,24 @@ def test_pick_apart_gives_the_less_sure_twin_its_next_choice_with_its_probabilit
     assert token.tolist() == [[5, 7]]
     assert torch.allclose(conf[0, 1], probs[7], atol=1e-6)
     assert conf[0, 0] > 0.8
+
+
+def test_a_position_whose_one_allowed_token_repeats_its_neighbour_keeps_it_when_sampling():
+    """Token healing can leave position 0 a single allowed token; banning it must not leave an empty
+    distribution (torch.multinomial fails on one)."""
+    from spanfill.engine.decoding.denoise import pick_tokens
+    logits = torch.full((1, 2, V), float("-inf"))
+    logits[0, 0, 5] = 0.0                               # position 0: only 5 is allowed
+    logits[0, 1, 5], logits[0, 1, 7] = 1.0, 0.5
+    span = torch.tensor([[MASK, 5]])                    # ... and 5 is committed at position 1
+    gen = torch.Generator().manual_seed(0)
+    conf, token = pick_apart(logits, span, span == MASK, REPEATABLE, lambda x: pick_tokens(x, 1.0, 1.0, gen))
+    assert token[0, 0] == 5 and torch.isfinite(conf[0, 0])
+    twin = torch.full((1, 2, V), float("-inf"))
+    twin[0, :, 5] = 0.0                                 # both masked, both allowed 5 alone: both keep it
+    conf, token = pick_apart(twin, torch.full((1, 2), MASK), torch.ones(1, 2, dtype=torch.bool), REPEATABLE,
+                             lambda x: pick_tokens(x, 1.0, 1.0, gen))
+    assert token.tolist() == [[5, 5]]
 
 
 class Table:
