@@ -75,7 +75,8 @@ def compiled_step(engine, span, context_len: int, kv):
 
     def step():
         with torch.inference_mode():
-            engine.compiled.denoise_step(span.clone(), masked.clone(), context_len, kv, bias, first_bias, 4)
+            engine.compiled.denoise_step(span.clone(), masked.clone(), context_len, kv, bias, first_bias,
+                                         engine.repeatable, 4)
     return step
 
 

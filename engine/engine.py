@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import torch
 
@@ -55,12 +56,14 @@ class Engine:
         self.cache = ContextCache(model, cache_entries)
         self.healer = Healer(tokenizer, model.embed.weight.device)
         sp = tokenizer.special
-        # the span steps pick no token twice in a row but these (neighbours.py)
-        self.repeatable = repeatable_tokens(tokenizer.vocab_size, tokenizer.token_bytes, dataclasses.astuple(sp),
-                                            model.embed.weight.device)
+        # the tokens a span step may pick twice in a row (neighbours.py); ids past the tokenizer's
+        # (a model vocabulary padded beyond it) are never text, so they may
+        with torch.inference_mode():   # an inference tensor, as the compiled steps' guards expect
+            self.repeatable = repeatable_tokens(
+                model.cfg.vocab_size, lambda i: tokenizer.token_bytes(i) if i < tokenizer.vocab_size else b"",
+                dataclasses.astuple(sp), model.embed.weight.device)
         on_cuda = model.embed.weight.is_cuda     # on CUDA, greedy span steps replay captured graphs (cuda_step.py)
-        self.static_denoiser = (StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad, repeatable=self.repeatable)
-                                if on_cuda else None)
+        self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
         self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
         self._lock = threading.Lock()
         self.budget = Budget.scaled(model.cfg.max_context_tokens)   # what `complete` cuts windows to
@@ -101,7 +104,7 @@ class Engine:
         if self.compiled is None:
             sp = self.tokenizer.special
             L = self.model.cfg.span_length
-            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L), self.repeatable).start()
+            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L)).start()
         if wait:
             self.compiled.wait()
         return self.compiled
@@ -226,25 +229,30 @@ class Engine:
         if static is not None and static.supports(cfg) and length_on_fast_steps:
             out = static.denoise(entry.kv, C, req.n, cfg, deadline, req.cancelled)
         else:
-            fused_step = None
-            if compiled and compiled.supports(req.n, L, req.temperature, req.rule) and length_on_fast_steps:
-                bias = banned_bias(tuple(banned), self.model.cfg.vocab_size, self.model.embed.weight.device)
-                first = healing.first_bias if healing.first_bias is not None else torch.zeros_like(bias)
-
-                def fused_step(span, masked, context_len, kv, steps_left):
-                    compiled.denoise_step(span, masked, context_len, kv, bias, first, steps_left)
+            fast = bool(compiled and compiled.supports(req.n, L, req.temperature, req.rule) and length_on_fast_steps)
             out = denoise(self.model, entry.kv, C, req.n, cfg, sp.mask, sp.eom, sp.pad, gen, deadline,
-                          req.cancelled, fused_step)
+                          req.cancelled, self._fused_step(compiled, cfg) if fast else None)
         return out.span.tolist(), out.steps_run, out.deadline_hit, out.cancelled
+
+    def _fused_step(self, compiled: CompiledSteps, cfg: DenoiseConfig) -> Callable:
+        """denoise's fused_step: the compiled span step with cfg's banned ids, healing bias and repeatable tokens."""
+        bias = banned_bias(tuple(cfg.banned or ()), self.model.cfg.vocab_size, self.model.embed.weight.device)
+        first = cfg.first_bias if cfg.first_bias is not None else torch.zeros_like(bias)
+        repeatable = cfg.repeatable if cfg.repeatable is not None else torch.ones_like(bias, dtype=torch.bool)
+
+        def fused_step(span, masked, context_len, kv, steps_left):
+            compiled.denoise_step(span, masked, context_len, kv, bias, first, repeatable, steps_left)
+        return fused_step
 
     def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
             healing: Healing, compiled, multiline: bool) -> tuple[list[list[int]], int, bool, bool]:
         """AR decoding of one candidate per temperature against the cached context: (rows, steps run,
-        deadline hit, cancelled). A candidate ends where the editor's post-processing would end it
-        whatever came next, so those tokens are not decoded for nothing: at a single-line cursor (not
-        `multiline`) with the first token that ends a line (postprocess.apply_line_policy), at a
-        multi-line one with the first token of a line that leaves the cursor's block
-        (postprocess.keep_block_indentation)."""
+        deadline hit, cancelled). A candidate ends where the editor's post-processing cuts, so the
+        tokens after it are not decoded for nothing: at a single-line cursor (not `multiline`) with the
+        first token that ends a line (postprocess.apply_line_policy), at a multi-line one with the first
+        token of a line that leaves the cursor's block (postprocess.keep_block_indentation). The shown
+        text is the same but where the suffix-overlap trim, which runs before the block cut, finds
+        the shorter text's tail at the suffix's start: then the repeat of the suffix goes too."""
         sp = self.tokenizer.special
         banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
         token_step = compiled.token_step if compiled else None

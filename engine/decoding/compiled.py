@@ -6,7 +6,7 @@ fuses the pointwise work into a few C++ loops, and with the weights frozen the s
 matmuls become its C++ GEMM template (AMX micro-kernels on pre-packed weights; see STEP_CONFIG).
 What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 
-* `denoise_step(span, masked, context_len, kv, bias, first_bias, steps_left)`: denoise.step_body,
+* `denoise_step(span, masked, context_len, kv, bias, first_bias, repeatable, steps_left)`: denoise.step_body,
   the one step body, for greedy decoding of one candidate with the `content` commit rule, in place
   on span/masked (steps_left a tensor: the commit is a rank test, so every step shares one graph);
 * `token_step(token, position, kv) -> logits`: one AR token through the causal path;
@@ -87,10 +87,9 @@ def own_code(method):
 
 class CompiledSteps:
     def __init__(self, model: ModelFamily, span_length: int, eom_id: int, pad_id: int,
-                 shrink_to: tuple[int, ...] = (), repeatable: torch.Tensor | None = None):
+                 shrink_to: tuple[int, ...] = ()):
         self.model = model
         self.eom_id, self.pad_id = eom_id, pad_id
-        self.repeatable = repeatable      # step_body's: no token twice in a row but these (neighbours.py)
         self.span_length = span_length
         # the denoising step is compiled for the span and for the shorter lengths the loop cuts it
         # down to (length.SHRINK_TO): one static graph each
@@ -108,9 +107,9 @@ class CompiledSteps:
         self.fallbacks = {"denoise": 0, "token": 0, "prefill": 0}   # calls that ran eagerly, per step
 
     # ---- the compiled functions ----------------------------------------------------------------
-    def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, steps_left) -> None:
+    def _denoise_step(self, span, masked, context_len: int, kv, bias, first_bias, repeatable, steps_left) -> None:
         step_body(self.model, span, masked, context_len, kv, steps_left, 0, bias, first_bias, "content", 0.0,
-                  self.eom_id, self.pad_id, repeatable=self.repeatable)
+                  self.eom_id, self.pad_id, repeatable=repeatable)
 
     def _token_step(self, token, position: int, kv):
         return self.model.logits(self.model.encode_context(token, position, kv))
@@ -119,9 +118,10 @@ class CompiledSteps:
     def supports(self, n: int, span_length: int, temperature: float, rule: str) -> bool:
         return self.ready and n == 1 and span_length in self.span_lengths and temperature <= 0 and rule == "content"
 
-    def denoise_step(self, span, masked, context_len, kv, bias, first_bias, steps_left: int) -> None:
+    def denoise_step(self, span, masked, context_len, kv, bias, first_bias, repeatable, steps_left: int) -> None:
         """In inference mode, with inference tensors (as the engine runs it): other tensors would
-        not match the compiled graphs' guards and run eagerly."""
+        not match the compiled graphs' guards and run eagerly. repeatable [V] bool: the tokens that
+        may stand twice in a row (neighbours.py; all True: any may)."""
         end = context_len + span.shape[1]
         if self._warming:   # a graph per span length, never one with the length a symbol
             torch._dynamo.mark_static(span, 1)
@@ -129,7 +129,7 @@ class CompiledSteps:
         if steps_left not in self._left:
             self._left[steps_left] = torch.tensor(steps_left, device=span.device)
         self._call("denoise", self._denoise, self._denoise_step,
-                   span, masked, context_len, _upto(kv, end), bias, first_bias, self._left[steps_left])
+                   span, masked, context_len, _upto(kv, end), bias, first_bias, repeatable, self._left[steps_left])
 
     def token_step(self, token, position, kv):
         return self._call("token", self._token, self._token_step, token, position, _upto(kv, position + 1))
@@ -191,7 +191,8 @@ class CompiledSteps:
                             span = torch.ones(1, n, dtype=torch.long, device=w.device)
                             masked = torch.ones(1, n, dtype=torch.bool, device=w.device)
                             self.denoise_step(span, masked, context_len, kv, torch.zeros(V, device=w.device),
-                                              torch.zeros(V, device=w.device), 2)
+                                              torch.zeros(V, device=w.device),
+                                              torch.zeros(V, dtype=torch.bool, device=w.device), 2)
                         position = capacity - 1 if context_len + L == capacity else context_len
                         self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
                 # a whole context from position 0, then a few typed tokens after it, and one typed

@@ -55,11 +55,9 @@ class StaticSpanDenoiser:
     """Greedy span denoising against a static context buffer, one bucket of buffers (and graphs) per
     shape. Holds GPU state between requests, so one thread owns it, as it owns the Engine."""
 
-    def __init__(self, model: ModelFamily, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None,
-                 repeatable: torch.Tensor | None = None):
+    def __init__(self, model: ModelFamily, mask_id: int, eom_id: int, pad_id: int, graphs: bool | None = None):
         self.model = model
         self.mask_id, self.eom_id, self.pad_id = mask_id, eom_id, pad_id
-        self.repeatable = repeatable      # step_body's: no token twice in a row but these (neighbours.py)
         self.device = model.embed.weight.device
         if graphs is None:   # capture needs the kernels: the torch pick copies its banned ids to the GPU
             graphs = self.device.type == "cuda" and kernels.enabled_for(model.embed.weight)
@@ -68,6 +66,7 @@ class StaticSpanDenoiser:
         self._arange: torch.Tensor | None = None
         self._first_bias: torch.Tensor | None = None   # [V] healing's bias on position 0 (0 = none)
         self._bias: torch.Tensor | None = None         # [V] the banned ids' bias
+        self._repeatable: torch.Tensor | None = None   # [V] cfg.repeatable, copied in (neighbours.py)
         self._buckets: dict[tuple, StepBuffers] = {}
         self._pool = None
 
@@ -96,9 +95,10 @@ class StaticSpanDenoiser:
             self._arange = torch.arange(mcfg.max_positions, device=dev)
             self._first_bias = torch.zeros(mcfg.vocab_size, device=dev)
             self._bias = torch.zeros(mcfg.vocab_size, device=dev)
+            self._repeatable = torch.zeros(mcfg.vocab_size, dtype=torch.bool, device=dev)
         L, C = cfg.span_length, context_len
         Cb = context_bucket(C, mcfg.max_positions)
-        key = (L, n, Cb, cfg.rule, cfg.threshold, tuple(cfg.banned or ()))
+        key = (L, n, Cb, cfg.rule, cfg.threshold, tuple(cfg.banned or ()), cfg.repeatable is not None)
         b = self._buckets.get(key)
         if b is None:
             b = self._buckets[key] = StepBuffers(
@@ -114,6 +114,8 @@ class StaticSpanDenoiser:
         else:
             self._first_bias.copy_(cfg.first_bias)
         self._bias.copy_(banned_bias(tuple(cfg.banned or ()), mcfg.vocab_size, dev))
+        if cfg.repeatable is not None:
+            self._repeatable.copy_(cfg.repeatable)
         b.span.fill_(self.mask_id)
         b.masked.fill_(True)
         if cfg.end is not None:
@@ -127,7 +129,8 @@ class StaticSpanDenoiser:
         b.steps_run += b.masked.any()
         step_body(self.model, b.span, b.masked, b.context_capacity, self._kv, step.left, step.k, self._bias,
                   self._first_bias, cfg.rule, cfg.threshold, self.eom_id, self.pad_id,
-                  positions=b.positions, key_mask=b.key_mask, repeatable=self.repeatable)
+                  positions=b.positions, key_mask=b.key_mask,
+                  repeatable=self._repeatable if cfg.repeatable is not None else None)
 
     def _run(self, b: StepBuffers, cfg: DenoiseConfig, step: Step) -> None:
         if not self.graphs:

@@ -142,7 +142,8 @@ def keep_block_indentation(text: str, cur: Cursor) -> str:
 
 def leaves_block(text: str, cur: Cursor) -> bool:
     """`text` (LF) has reached a line that dedents out of the cursor's block: `keep_block_indentation`
-    ends the completion before that line whatever follows it (an AR decoder may stop there)."""
+    ends the completion before that line whatever follows it (an AR decoder may stop there; `finish`
+    trims a suffix overlap first, which can then find a different tail)."""
     if "\n" not in text:
         return False
     lines = _block_lines(text, cur)

@@ -204,9 +204,9 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
             span[0, n // 2:] = engine.tokenizer.special.pad      # a tail already committed, as after a cut
             masked = span == engine.tokenizer.special.mask
             fast, slow = (span.clone(), masked.clone()), (span.clone(), masked.clone())
-            compiled.denoise_step(*fast, 120, kv, bias, first, 2)
+            compiled.denoise_step(*fast, 120, kv, bias, first, engine.repeatable, 2)
             compiled._denoise_step(*slow, 120, [(k[:, :, :120 + n], v[:, :, :120 + n]) for k, v in kv],
-                                   bias, first, torch.tensor(2))
+                                   bias, first, engine.repeatable, torch.tensor(2))
             assert torch.equal(fast[0], slow[0]) and torch.equal(fast[1], slow[1])
             assert (~fast[1]).sum() > n // 2          # it committed something beyond the given tail
     assert compiled.fallbacks["denoise"] == fallbacks and dict(torch._dynamo.utils.counters["frames"]) == compiles

@@ -50,10 +50,15 @@ def assert_same(ref, out):
 @pytest.mark.parametrize("L,T,rule,n", [(16, 4, "fixed", 1), (13, 3, "fixed", 2), (16, 8, "threshold", 1),
                                         (32, 1, "fixed", 1), (16, 4, "content", 1), (13, 3, "content", 2)])
 @pytest.mark.parametrize("ban", ["engine", "eom_heavy"])
-def test_static_steps_match_denoise(model_and_tok, L, T, rule, n, ban):
+@pytest.mark.parametrize("apart", [False, True])
+def test_static_steps_match_denoise(model_and_tok, L, T, rule, n, ban, apart):
+    """apart: no token twice in a row (neighbours.py); with the eom-heavy list's two text tokens it acts often."""
     model, tok = model_and_tok
     static = StaticSpanDenoiser(model, tok.special.mask, tok.special.eom, tok.special.pad, graphs=False)
-    cfg = DenoiseConfig(L, T, rule, threshold=0.3, banned=banned_lists(tok, model.cfg.vocab_size)[ban])
+    repeatable = torch.zeros(model.cfg.vocab_size, dtype=torch.bool)
+    repeatable[:7] = True                      # the control tokens
+    cfg = DenoiseConfig(L, T, rule, threshold=0.3, banned=banned_lists(tok, model.cfg.vocab_size)[ban],
+                        repeatable=repeatable if apart else None)
     # one denoiser, one bucket reused with shorter contexts (stale keys past C must stay masked), then others
     with torch.inference_mode():
         for ids in contexts(model.cfg.vocab_size, [200, 150, 129, 128, 37]):
@@ -124,9 +129,11 @@ def test_cuda_graphs_replay_the_eager_static_step_exactly(tiny_dir, dtype):
     assert graphed.graphs
     bans = banned_lists(tok, model.cfg.vocab_size)
     with torch.inference_mode():
-        for ban in bans.values():
+        repeatable = torch.zeros(model.cfg.vocab_size, dtype=torch.bool, device="cuda")
+        repeatable[:7] = True                      # the control tokens
+        for ban, apart in [(b, a) for b in bans.values() for a in (None, repeatable)]:
             for rule, L, T in [("fixed", 16, 4), ("fixed", 32, 8), ("threshold", 16, 4), ("content", 32, 4)]:
-                cfg = DenoiseConfig(L, T, rule, threshold=0.3, banned=ban)
+                cfg = DenoiseConfig(L, T, rule, threshold=0.3, banned=ban, repeatable=apart)
                 for ids in contexts(model.cfg.vocab_size, [200, 150, 37]):   # replays, then another bucket
                     lookup = ContextCache(model).prepare(ids, room_after=L)
                     a = graphed.denoise(lookup.entry.kv, len(ids), 2, cfg)

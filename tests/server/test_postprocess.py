@@ -101,7 +101,7 @@ def test_text_leaves_the_block_at_the_first_character_of_a_dedented_line():
     assert not leaves_block(raw[:cut], cur)          # a blank line and the next line's start are not yet out
     assert not leaves_block("self.items.append(x)", cur)
     assert leaves_block(raw[:cut + 1], cur) and leaves_block(raw, cur)
-    # where leaves_block turns true, what follows no longer changes the shown text
+    # here (no suffix overlap), once leaves_block turns true what follows no longer changes the shown text
     assert finish(raw[:cut + 1], cur) == finish(raw, cur)
     opener = at("    for item in items:|\n")
     assert not leaves_block("\n        total += item\n        count += 1", opener)
