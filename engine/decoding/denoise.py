@@ -223,17 +223,19 @@ def greedy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return pick_tokens(logits)
 
 
-def sampler(cfg: DenoiseConfig, generator: torch.Generator | None, span_length: int):
-    """pick(logits [B*L, V]) for cfg's temperature: greedy, a sample, or (greedy_first) greedy for
-    candidate 0's rows and a sample for the others'."""
+def sampler(cfg: DenoiseConfig, generator: torch.Generator | None, n: int):
+    """pick(logits [n*L, V]) for cfg's temperature: greedy, a sample, or (greedy_first) greedy for
+    candidate 0's rows and a sample for the others'. L is read from the logits: after a span cut it
+    is shorter than cfg.span_length."""
     if cfg.temperature <= 0:
         return greedy
 
     def pick(logits):
         if not cfg.greedy_first:
             return pick_tokens(logits, cfg.temperature, cfg.top_p, generator)
-        conf0, tok0 = pick_tokens(logits[:span_length])
-        conf1, tok1 = pick_tokens(logits[span_length:], cfg.temperature, cfg.top_p, generator)
+        L = logits.shape[0] // n
+        conf0, tok0 = pick_tokens(logits[:L])
+        conf1, tok1 = pick_tokens(logits[L:], cfg.temperature, cfg.top_p, generator)
         return torch.cat([conf0.float(), conf1.float()]), torch.cat([tok0, tok1])
     return pick
 
@@ -282,7 +284,7 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
         place_end(span, masked, cfg.end, eom_id, pad_id)
     bias = banned_bias(tuple(cfg.banned or ()), model.cfg.vocab_size, device)
     first_bias = cfg.first_bias.float() if cfg.first_bias is not None else torch.zeros_like(bias)
-    pick = sampler(cfg, generator, L)
+    pick = sampler(cfg, generator, n)
     plan = StepPlan(L, cfg.steps, deadline, cancelled)
     steps_run = 0
     if not masked.any():         # an end placed at 0: nothing to decode

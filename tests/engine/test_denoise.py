@@ -5,7 +5,7 @@ import torch
 
 from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, apply_commit, choose_commit, commit_content,
                                               commit_schedule, commit_spread, commit_threshold, commit_topk, denoise,
-                                              pick_tokens)
+                                              pick_tokens, sampler)
 from spanfill.engine.decoding.length import (END_CONFIDENCE, end_position, fix_end, held_ends, shrink_lengths,
                                              shrunk_length, trailing_pads, truncate_after_eom)
 
@@ -326,3 +326,14 @@ def test_a_single_line_cursor_starts_on_a_shorter_span():
     assert start_span(32, "x = foo(", ")\n") == SINGLE_LINE_SPAN == 16
     assert start_span(8, "x = foo(", ")\n") == 8                 # never longer than the model's span
     assert start_span(32, "def f(x):\n", "\n\ny = 2\n") == 32     # a multi-line cursor: the whole span
+
+
+def test_greedy_first_keeps_candidate_0_greedy_on_a_span_cut_shorter_than_the_span():
+    """Two candidates of a span of 8 cut to 4: rows 0-3 are candidate 0's (greedy), rows 4-7 the
+    sampled candidate's, whatever the configured span length."""
+    cfg = DenoiseConfig(8, 4, temperature=50.0, greedy_first=True)
+    logits = torch.zeros(8, V)
+    logits[:, 3] = 1.0                                   # greedy: 3; hot samples: anything
+    conf, token = sampler(cfg, torch.Generator().manual_seed(0), 2)(logits)
+    assert token[:4].tolist() == [3] * 4
+    assert token[4:].tolist() != [3] * 4 and conf.shape == (8,)
