@@ -1,11 +1,10 @@
 """No token twice in a row (neighbours.py): the pure pieces, the step loop on a table model, the engine."""
-import types
-
 import torch
 
 from spanfill.engine import CompletionRequest
 from spanfill.engine.decoding.denoise import DenoiseConfig, denoise, greedy
 from spanfill.engine.decoding.neighbours import ban_committed_neighbours, pick_apart, repeatable_tokens, twins
+from test_denoise import Table   # the table stand-in model (tests/engine is on sys.path under pytest's rootdir import mode)
 
 PAD, MASK, EOM, V = 0, 1, 2, 16
 BLANK = 9                                   # a token that may repeat (indentation, say)
@@ -78,22 +77,6 @@ def test_a_pair_that_still_repeats_after_the_next_choices_is_committed_last():
                   PAD).span[0].tolist()
     assert all(a != b for a, b in zip(row, row[1:])), row
     assert row[:3] == [5, 7, 5]
-
-
-class Table:
-    """A stand-in model whose logits at span position i are row i of `table` (and ignore the span)."""
-
-    def __init__(self, table):
-        self.table = table
-        self.embed = types.SimpleNamespace(weight=torch.zeros(1))
-        self.cfg = types.SimpleNamespace(vocab_size=V)
-
-    def span_step(self, span, context_len, kv, positions=None, key_mask=None):
-        n, L = span.shape
-        return torch.arange(L, dtype=torch.float32).expand(n, L)[..., None]
-
-    def logits(self, h):
-        return self.table[h[..., 0].long()]
 
 
 def test_denoise_writes_no_token_twice_in_a_row():
