@@ -1,7 +1,8 @@
 """Length strategies side by side (`CompletionRequest.length`, decoding/length.py): held-out single-
 and multi-line tasks decoded at T steps by each strategy, and by AR decoding of the same weights as
 the baseline, alternating task by task in one process (the order rotates with the task), so every
-strategy sees the same machine. Per strategy and kind: exact match and edit similarity as the editor
+strategy sees the same machine. Diffusion's draft is scored unchecked (check=None): the length is the
+strategy's own, not AR's (benchmarks/check.py measures the check). Per strategy and kind: exact match and edit similarity as the editor
 shows them, chars shown beside the reference's, latency; writes results/length.json.
 
     python benchmarks/length.py --data /work/data --eager
@@ -44,7 +45,7 @@ def main(argv=None) -> int:
         shift = i % len(settings)
         for mode, length in settings[shift:] + settings[:shift]:
             runs.setdefault((task.kind, mode, length), []).append(
-                score(engine, task, steps=args.steps, mode=mode, length=length))
+                score(engine, task, steps=args.steps, mode=mode, length=length, check=None))
         if (i + 1) % 50 == 0:
             print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
     rows = [{"kind": kind, "mode": mode, "length": length if mode == "diffusion" else None,

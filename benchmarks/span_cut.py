@@ -9,7 +9,8 @@ too), so all see the same machine:
   length.SINGLE_LINE_SPAN positions (`start_span`), then is cut as under `cut`.
 
 Latency, exact match and edit similarity (raw and as shown), chars shown and forward passes per
-setting; writes results/span_cut.json.
+setting, of diffusion's draft unchecked (check=None: the AR check is benchmarks/check.py's); writes
+results/span_cut.json.
 
     python benchmarks/span_cut.py --data /work/data
 """
@@ -41,7 +42,7 @@ def main(argv=None) -> int:
     for i, task in enumerate(tasks):
         warm(engine, task)
         for name in names[i % 3:] + names[:i % 3]:
-            runs.setdefault((task.kind, name), []).append(score(engine, task, steps=args.steps, **settings[name]))
+            runs.setdefault((task.kind, name), []).append(score(engine, task, steps=args.steps, check=None, **settings[name]))
     rows = [{"kind": kind, "setting": setting, **summarise(vals)} for (kind, setting), vals in sorted(runs.items())]
     for r in rows:
         print(f"{r['kind']:<7} {r['setting']:<8} p50 {r['latency_median_ms']:6.1f} ms  p95 {r['latency_p95_ms']:6.1f} ms  "

@@ -22,6 +22,7 @@ LENGTHS: tuple[str, ...] = get_args(Length)
 DEFAULT_LENGTH: Length = "auto"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 MAX_SPAN = 256                             # the longest span L a request may ask for
+DEFAULT_CHECK = 0.1                        # CompletionRequest.check="auto" at a single-line cursor (benchmarks/check.py)
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
 DTYPES: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 
@@ -54,6 +55,11 @@ class CompletionRequest:
     fast_steps: bool = True              # the compiled CPU steps / CUDA graphs where they apply; False runs
                                          # the eager reference loop (A/B measurements)
     cancelled: Callable[[], bool] | None = None  # polled between steps; True stops the request
+    check: float | Literal["auto"] | None = "auto"   # the AR path of the same weights checks diffusion's draft
+                                         # (decoding/check.py): a draft token stands with AR probability >= check
+                                         # (or as AR's first choice), AR writes the rest from the first that does
+                                         # not; None: the draft as it is; "auto": DEFAULT_CHECK at a single-line
+                                         # cursor, None at a multi-line one. Models without an AR path skip it
     would_show: Callable[[str], bool] | None = None   # whether the caller would show a candidate (the server:
                                          # post-processing, the Python gate); a diffusion request with none it
                                          # would show is decoded again by AR (one greedy candidate), unless it
@@ -67,6 +73,7 @@ class Timings:
     context_ms: float = 0.0              # the context's keys/values: the cache's reuse and the prefill
     denoise_ms: float = 0.0              # the span's steps (or AR's tokens)
     detokenize_ms: float = 0.0
+    check_ms: float = 0.0                # the AR check of diffusion's draft and AR's rest of the middle
     fallback_ms: float = 0.0             # AR decoding after a diffusion result the caller would not show
     total_ms: float = 0.0
 
@@ -77,12 +84,20 @@ class CompletionResult:
     context_tokens: int                  # length of the causal context
     reused_tokens: int                   # context tokens served from the KV cache
     encoded_tokens: int                  # context tokens encoded for this request
-    steps_run: int                       # forward passes over the span (or tokens, in AR mode)
+    steps_run: int                       # forward passes over the span (or tokens, in AR mode; the AR fallback's added)
     finished: list[bool]                 # candidate ended with <|eom|>
     deadline_hit: bool = False
     cancelled: bool = False
     timings: Timings = field(default_factory=Timings)
     fell_back: bool = False              # diffusion's candidates were none the caller would show: AR's text instead
+    kept_tokens: list[int] = field(default_factory=list)   # per candidate, how many of its leading tokens are
+                                         # diffusion's draft that the AR check kept (empty: no check ran)
+    check_passes: int = 0                # the AR check's forward passes (its pass over the drafts, AR's tokens after)
+
+    @property
+    def forward_passes(self) -> int:
+        """Every forward pass the request ran: the span's steps or AR's tokens, the check's, the fallback's."""
+        return self.steps_run + self.check_passes
 
 
 def check_request(req: CompletionRequest, span_length: int, steps: int,
@@ -103,6 +118,10 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
         raise ValueError(f"rule={req.rule!r} is unknown; use one of {', '.join(map(repr, RULES))}")
     if req.length not in LENGTHS:
         raise ValueError(f"length={req.length!r} is unknown; use one of {', '.join(map(repr, LENGTHS))}")
+    if req.check not in (None, "auto") and (not isinstance(req.check, (int, float)) or isinstance(req.check, bool)
+                                           or not 0 <= req.check <= 1):
+        raise ValueError(f"check={req.check!r} must be a probability from 0 to 1, 'auto' (the default), or None "
+                         "to show diffusion's draft unchecked")
     if req.temperature < 0 or not 0 < req.top_p <= 1:
         raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
     check_window_ids(req.cut, req.prefix_ids, req.suffix_ids)

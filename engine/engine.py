@@ -4,7 +4,7 @@
     result = engine.complete(CompletionRequest(prefix="def add(a, b):\\n    return ", suffix="\\n"))
 
 One thread should own an Engine (the server's worker does); a lock makes misuse safe, not fast.
-Stages are timed separately: tokenize -> context (KV cache) -> denoise -> detokenize.
+Stages are timed separately: tokenize -> context (KV cache) -> denoise -> check -> detokenize.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import torch
 
 from .api import CompletionRequest, CompletionResult, Timings, begin, check_request
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
+from .decoding.check import check_draft, resolve_check
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
@@ -168,7 +169,8 @@ class Engine:
                              f"(config.length_classes = 0): use length='pad'")
         # room for the model's whole span even when this request's is shorter: a shorter span's cache
         # views then never end at the buffer's end (a case the compiled steps warm up for the whole span only)
-        lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length), need_hidden=req.mode == "ar" or head,
+        accept = resolve_check(req.check, multiline) if req.mode == "diffusion" else None
+        lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length), need_hidden=req.mode == "ar" or head or accept is not None,
                                     encode=compiled.prefill if compiled else None)
         C = len(ids)
         timings.context_ms = _ms(t0)
@@ -178,14 +180,21 @@ class Engine:
         if req.temperature > 0:
             gen = torch.Generator(device=self.model.embed.weight.device)
             gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
+        temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
         if req.mode == "ar":
-            temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
             rows, steps_run, deadline_hit, cancelled = self._ar(lookup.entry, C, L, temps, req, gen, deadline,
                                                                 healing, compiled, multiline)
         else:
             rows, steps_run, deadline_hit, cancelled = self._diffusion(lookup.entry, C, L, T, length, req, gen, deadline,
                                                                        healing, compiled)
         timings.denoise_ms = _ms(t0)
+        kept: list[int] = []
+        check_passes = 0
+        if accept is not None and not (deadline_hit or cancelled):
+            t0 = time.perf_counter()
+            rows, kept, check_passes, deadline_hit, cancelled = self._check(lookup.entry, C, rows, accept, temps, req, gen,
+                                                                            deadline, healing, compiled, multiline)
+            timings.check_ms = _ms(t0)
 
         t0 = time.perf_counter()
         texts, finished = self._texts(rows, healing, cancelled)
@@ -208,7 +217,7 @@ class Engine:
             timings.fallback_ms = _ms(t0)
         timings.total_ms = _ms(t_start)
         return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,
-                                deadline_hit, cancelled, timings, fell_back)
+                                deadline_hit, cancelled, timings, fell_back, [] if fell_back else kept, check_passes)
 
     def _diffusion(self, entry, C: int, L: int, T: int, length: str, req: CompletionRequest, gen, deadline,
                    healing: Healing, compiled) -> tuple[list[list[int]], int, bool, bool]:
@@ -261,6 +270,24 @@ class Engine:
                           deadline, req.cancelled, healing.first_bias, token_step, stop)
                 for temp in temps]
         return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
+                any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
+
+    def _check(self, entry, C: int, rows: list[list[int]], accept: float, temps: list[float], req: CompletionRequest,
+               gen, deadline, healing: Healing, compiled, multiline: bool) -> tuple[list[list[int]], list[int], int, bool, bool]:
+        """Each diffusion candidate checked by the AR path (check.py), up to AR's own length and stop:
+        (rows, draft tokens kept per row, forward passes, deadline hit, cancelled)."""
+        sp = self.tokenizer.special
+        banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+        token_step = compiled.token_step if compiled else None
+        stop = self._block_stop(req, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends)
+        L_ar = req.span_length or self.model.cfg.span_length
+        outs = []
+        for row, temp in zip(rows, temps):
+            end = row.index(sp.eom) + 1 if sp.eom in row else len(row)
+            draft = [t for t in row[:end] if t not in (sp.pad, sp.mask)]
+            outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept, L_ar, sp.eom, banned,
+                                    healing.first_bias, stop, token_step, temp, req.top_p, gen, deadline, req.cancelled))
+        return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 
     def _block_stop(self, req: CompletionRequest, healing: Healing):

@@ -28,6 +28,8 @@ class Settings:
     steps: int | None = None                 # denoising steps per span; None = the model's default
     rule: str = "content"                    # commit rule (engine/decoding/denoise.py): content, fixed or threshold
     threshold: float = 0.9                   # confidence for rule="threshold"
+    check: float | str | None = "auto"       # AR check of diffusion's draft (engine/decoding/check.py): the
+                                             # acceptance 0..1, "auto" (at single-line cursors), or null: off
     debounce_ms: int = 0                     # editors debounce already; superseded work stops between steps
     max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget
     candidates: int = 3                      # items for an explicitly invoked request (cycling)
@@ -94,6 +96,14 @@ def _threshold(value: Any) -> float:
     return float(value)
 
 
+def _check(value: Any) -> float | str | None:
+    if value is None or value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError('expected "auto", a number from 0 to 1 (the AR probability a draft token needs), or null (off)')
+    return float(value)
+
+
 def _bool(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError("expected true or false")
@@ -117,6 +127,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "steps": _int_in(1, MAX_STEPS, optional=True),
     "rule": _one_of(RULES),
     "threshold": _threshold,
+    "check": _check,
     "debounce_ms": _int_in(0, 2000),
     "max_context_tokens": _int_in(64, 8192, optional=True),
     "candidates": _int_in(1, MAX_CANDIDATES),

@@ -29,9 +29,10 @@ class ModelFamily(Protocol):
         """Zeroed key/value buffers for `capacity` positions: the one place their shape is known."""
         ...
 
-    def encode_context(self, tokens: torch.Tensor, start: int, kv: KV) -> torch.Tensor:
+    def encode_context(self, tokens: torch.Tensor, start: int, kv: KV, every: bool = False) -> torch.Tensor:
         """Prefill: encode tokens [1, N] at positions start..start+N-1 into kv; returns the hidden
-        state of the last one [1, D] (whose logits predict the next token)."""
+        state of the last one [1, D] (whose logits predict the next token), or with `every` those of
+        all N [N, D] (the AR check of a diffusion draft, decoding/check.py)."""
         ...
 
     def span_step(self, span: torch.Tensor, context_len: int, kv: KV, positions: torch.Tensor | None = None,

@@ -185,10 +185,12 @@ class SpanfillModel(nn.Module):
         return self.blocks(x, cos, sin, attend)
 
     # ---- inference -----------------------------------------------------------------------------
-    def encode_context(self, tokens: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    def encode_context(self, tokens: torch.Tensor, start: int, kv: list[tuple[torch.Tensor, torch.Tensor]],
+                       every: bool = False) -> torch.Tensor:
         """Encode new context tokens [1, N] at positions start..start+N-1, writing their keys/values
         into the per-layer buffers kv[i] = (k, v), each [1, H, capacity, Dh]. Returns the hidden state
-        of the last new token [1, D] (its logits predict the next token: the AR path)."""
+        of the last new token [1, D] (its logits predict the next token: the AR path), or with
+        `every` those of all N [N, D] (each predicts the token after it: checking a draft, check.py)."""
         N = tokens.shape[1]
         end = start + N
         x = self.embed(tokens)
@@ -209,7 +211,8 @@ class SpanfillModel(nn.Module):
             if N == 1:
                 return one_query_attention(q, kbuf[:, :, :end], vbuf[:, :, :end])
             return F.scaled_dot_product_attention(q, kbuf[:, :, :end], vbuf[:, :, :end], attn_mask=mask, is_causal=causal)
-        return self.blocks(x, cos, sin, attend)[:, -1]
+        h = self.blocks(x, cos, sin, attend)
+        return h[0] if every else h[:, -1]
 
     def span_step(self, span: torch.Tensor, context_len: int, kv: list[tuple[torch.Tensor, torch.Tensor]],
                   positions: torch.Tensor | None = None, key_mask: torch.Tensor | None = None) -> torch.Tensor:

@@ -24,16 +24,24 @@ from ..training.corpus import read_split
 from .scoring import Score, Task, build_tasks, decoding_label, score, summarise, warm
 
 
-# (mode, steps, commit rule[, AR fallback]); the default rule at every T, the `fixed` rule beside it at
-# T=2 and 4, and at T=4 the server's way: AR again when the editor would show nothing of diffusion's
+# (mode, steps, commit rule[, AR fallback[, check]]); diffusion's draft unchecked under the default rule
+# at every T and the `fixed` rule beside it at T=2 and 4; at T=4 the AR check of the draft (its default,
+# `auto`: at single-line cursors) and the server's way: the check, then AR again when the editor would
+# show nothing; and the fallback alone
 MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion", 4, "content"),
          ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"),
-         ("diffusion", 4, "content", True), ("ar", None, "content")]
+         ("diffusion", 4, "content", True), ("diffusion", 4, "content", False, "auto"),
+         ("diffusion", 4, "content", True, "auto"), ("ar", None, "content")]
 
 
 def _fallback(mode: tuple) -> bool:
     """A MODES entry's AR-fallback flag (an entry without one: off)."""
     return bool(mode[3:] and mode[3])
+
+
+def _check(mode: tuple) -> str | None:
+    """A MODES entry's check (an entry without one: the draft unchecked)."""
+    return mode[4] if len(mode) > 4 else None
 
 
 def evaluate(engine: Engine, tasks: list[Task], span_length: int | None, modes=MODES, progress: bool = True) -> dict:
@@ -43,15 +51,16 @@ def evaluate(engine: Engine, tasks: list[Task], span_length: int | None, modes=M
     for i, task in enumerate(tasks):
         warm(engine, task)
         for entry in modes:
-            mode, steps, rule, fallback = *entry[:3], _fallback(entry)
-            scores.setdefault((mode, steps, rule, fallback, task.kind), []).append(
-                score(engine, task, fallback, span_length=span_length, steps=steps, mode=mode, rule=rule))
+            mode, steps, rule, fallback, check = *entry[:3], _fallback(entry), _check(entry)
+            scores.setdefault((mode, steps, rule, fallback, check, task.kind), []).append(
+                score(engine, task, fallback, span_length=span_length, steps=steps, mode=mode, rule=rule, check=check))
         if progress and (i + 1) % 20 == 0:
             print(f"\r{i + 1}/{len(tasks)} tasks", end="", file=sys.stderr)
     if progress:
         print(file=sys.stderr)
-    results = [{"mode": mode, "steps": steps, "rule": rule, "fallback": fallback, "kind": kind, "span_length": span_length,
-                **summarise(vals)} for (mode, steps, rule, fallback, kind), vals in scores.items()]
+    results = [{"mode": mode, "steps": steps, "rule": rule, "fallback": fallback, "check": check, "kind": kind,
+                "span_length": span_length, **summarise(vals)}
+               for (mode, steps, rule, fallback, check, kind), vals in scores.items()]
     return {"model": engine.info, "results": results}
 
 
@@ -91,15 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     L = args.span or engine.info["span_length"]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     has = engine.info.get("modes", ("diffusion", "ar"))      # public checkpoints: no AR path, so no AR fallback
-    modes = [m for m in MODES if m[0] in has and (not _fallback(m) or "ar" in has)]
+    modes = [m for m in MODES if m[0] in has and (not (_fallback(m) or _check(m)) or "ar" in has)]
     report = evaluate(engine, tasks, args.span, modes)
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     plot(report, args.out.with_suffix(".png"))
-    for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r.get("fallback", False), r["steps"] or 0)):
-        print(f"{r['kind']:<7} {decoding_label(r):<28} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
+    for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r.get("fallback", False),
+                                                      r.get("check") is not None, r["steps"] or 0)):
+        print(f"{r['kind']:<7} {decoding_label(r):<38} EM {r['exact_match']:.1%}  ES {r['edit_similarity']:.3f}  "
               f"shown EM {r['shown_exact_match']:.1%}  ES {r['shown_edit_similarity']:.3f}  "
               f"p50 {r['latency_median_ms']:.1f} ms  p95 {r['latency_p95_ms']:.1f} ms  mean {r['latency_mean_ms']:.1f} ms  passes {r['forward_passes_mean']:.1f}  "
               f"chars {r['shown_chars_mean']:.1f} (reference {r['reference_chars_mean']:.1f})")

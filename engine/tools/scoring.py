@@ -110,7 +110,7 @@ def score(engine, task: Task, fallback: bool = False, **request) -> Score:
         request["would_show"] = lambda raw: finish(raw, cursor, python=True) is not None
     t0 = time.perf_counter()
     result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, **request))
-    return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.steps_run)
+    return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.forward_passes)
 
 
 def score_text(task: Task, text: str, latency_ms: float, forward_passes: int) -> Score:
@@ -136,10 +136,12 @@ def summarise(scores: list[Score]) -> dict:
 
 
 def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule' or 'diffusion T=4, AR fallback' for a result
-    row: the default rule goes unnamed, and so do rows that record no rule."""
+    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule', 'diffusion T=4, AR fallback' or 'diffusion T=4,
+    AR check, AR fallback' for a result row: the default rule goes unnamed, and so do rows that record
+    no rule; the check is named with its acceptance unless it is the default ("auto")."""
     if row["mode"] == "ar":
         return "AR"
-    rule = row.get("rule", "content")
+    rule, check = row.get("rule", "content"), row.get("check")
     return (f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+            + ("" if check is None else ", AR check" + ("" if check == "auto" else f" {check}"))
             + (", AR fallback" if row.get("fallback") else ""))

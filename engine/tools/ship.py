@@ -24,7 +24,7 @@ def _eval_table(report: dict) -> str:
             "| median ms | p95 ms | mean ms | forward passes |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"] != "ar", r.get("rule", ""), r.get("fallback", False),
-                                                       r["steps"] or 0)):
+                                                       r.get("check") is not None, r["steps"] or 0)):
         mode = "AR (same weights)" if r["mode"] == "ar" else decoding_label(r)
         mean = f"{r['latency_mean_ms']:.1f}" if "latency_mean_ms" in r else "–"     # older result files
         shown = (f"{r['shown_exact_match']:.1%} | {r['shown_edit_similarity']:.3f} | "

@@ -51,12 +51,19 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
     # on character by character (a prefill of the few re-encoded tokens; healing re-encodes two or more)
     for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX + "retu", SAMPLE_PREFIX * 3, "x = self.app",
                    SAMPLE_PREFIX * 5):
-        for mode, steps in (("diffusion", 4), ("diffusion", 3), ("diffusion", 1), ("ar", None)):
-            req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=steps)
+        for mode, steps, check in (("diffusion", 4, None), ("diffusion", 3, None), ("diffusion", 1, None),
+                                   ("diffusion", 4, 0.1), ("ar", None, None)):
+            req = dict(prefix=prefix, suffix=SAMPLE_SUFFIX, mode=mode, steps=steps, check=check)
+            before = dict(calls)
             a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
             assert b.texts == a.texts and b.steps_run == a.steps_run
             expected["prefill"] += b.encoded_tokens > 0
-            if mode == "diffusion":
+            if check is not None:   # the span's steps, the check's (eager) pass, then AR's tokens after its first
+                span, token = calls["span"] - before["span"], calls["token"] - before["token"]
+                assert span == b.steps_run and 1 + token == b.check_passes == a.check_passes
+                expected["span"] += span
+                expected["token"] += token
+            elif mode == "diffusion":
                 expected["span"] += b.steps_run
             else:   # the first AR token comes from the context's last hidden state
                 expected["token"] += b.steps_run - 1

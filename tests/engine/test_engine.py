@@ -195,7 +195,7 @@ def test_every_length_strategy_completes_one_and_several_candidates(engine):
             result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, length=length, n=n))
             assert len(result.texts) == n and 1 <= result.steps_run <= engine.model.cfg.steps
     # the first-step strategies end every candidate: the <|eom|> is placed on the first step
-    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, length="first-step", n=3))
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, length="first-step", n=3, check=None))
     assert result.finished == [True] * 3
 
 

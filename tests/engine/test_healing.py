@@ -71,7 +71,7 @@ def test_engine_returns_the_completion_without_the_stub(engine, monkeypatch):
 
     monkeypatch.setattr(engine_module, "denoise", recording)
     prefix = "def f(items):\n    return items.app"
-    result = engine.complete(CompletionRequest(prefix=prefix, suffix="\n", span_length=12, steps=3))
+    result = engine.complete(CompletionRequest(prefix=prefix, suffix="\n", span_length=12, steps=3, check=None))
     stub = tok.token_bytes(context_ids(tok, prefix, "\n")[-2])
     assert stub
     row = spans[0]
@@ -80,6 +80,6 @@ def test_engine_returns_the_completion_without_the_stub(engine, monkeypatch):
     assert data.startswith(stub)
     assert result.texts[0] == data[len(stub):].decode("utf-8", errors="ignore")
     # switched off, the context keeps the stub and nothing is cut
-    plain = engine.complete(CompletionRequest(prefix=prefix, suffix="\n", span_length=12, steps=3, heal=False))
+    plain = engine.complete(CompletionRequest(prefix=prefix, suffix="\n", span_length=12, steps=3, heal=False, check=None))
     assert plain.context_tokens == result.context_tokens + 1
 

@@ -60,17 +60,17 @@ def test_a_placed_end_leaves_every_step_to_the_content_before_it(tiny_dir, end):
 
 def test_head_strategy_ends_where_the_head_says(tiny_dir):
     engine = _engine_with_head(tiny_dir, 0)           # an empty middle: no step runs
-    result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", n=2, temperature=0.5))
+    result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", n=2, temperature=0.5, check=None))
     assert result.texts == ["", ""] and result.finished == [True, True] and result.steps_run == 0
     engine = _engine_with_head(tiny_dir, 5)
-    result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", heal=False))
+    result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", heal=False, check=None))
     assert result.finished == [True] and 1 <= result.steps_run <= engine.model.cfg.steps
 
 
 def test_head_strategy_fills_the_span_when_the_head_says_it_runs_past_it(tiny_dir):
     L = 16
     engine = _engine_with_head(tiny_dir, L)            # class L: L tokens or more
-    result = engine.complete(CompletionRequest(prefix="x = [", suffix="]\n", length="head", span_length=L, heal=False))
+    result = engine.complete(CompletionRequest(prefix="x = [", suffix="]\n", length="head", span_length=L, heal=False, check=None))
     assert result.finished == [False]
 
 

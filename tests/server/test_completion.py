@@ -149,9 +149,17 @@ async def test_completion_in_a_function_body_has_the_cursor_range(setup):
     assert answer.range == types.Range(CURSOR, CURSOR)
     request = engine.calls[0]
     assert request.prefix.endswith("def add(a, b):\n    ") and request.suffix.startswith("\n\n\nprint")
-    assert request.cut is False and request.n == 1 and request.temperature == 0.0
+    assert request.cut is False and request.n == 1 and request.temperature == 0.0 and request.check == "auto"
     item = inline_items(answer).items[0]
     assert item.insert_text == "return a + b" and item.command.arguments == [answer.ids[0], {"source": "engine"}]
+
+
+async def test_the_check_setting_reaches_the_engine(make_session):
+    for value in (0.3, None):
+        session, engine = make_session()
+        session.settings = dataclasses.replace(session.settings, check=value)
+        await suggest(session, query())
+        assert engine.calls[-1].check == value
 
 
 async def test_invoked_asks_for_several_sampled_candidates(make_session):

@@ -69,3 +69,13 @@ def test_threads_are_validated():
 def test_client_dict_is_camel_case():
     d = as_client_dict(Settings())
     assert d["spanLength"] is None and d["debounceMs"] == 0 and "span_length" not in d
+
+
+def test_check_takes_auto_an_acceptance_or_null():
+    for value, expected in (("auto", "auto"), (0.3, 0.3), (1, 1.0), (None, None)):
+        new, problems = apply_settings(Settings(), {"check": value})
+        assert problems == [] and new.check == expected
+    new, problems = apply_settings(Settings(check=0.2), {"check": 2})
+    assert new.check == 0.2 and len(problems) == 1 and "from 0 to 1" in problems[0]
+    new, problems = apply_settings(Settings(), {"check": "always"})
+    assert new.check == "auto" and len(problems) == 1

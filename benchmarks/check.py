@@ -1,0 +1,97 @@
+"""The AR check of diffusion's draft (`CompletionRequest.check`, engine/decoding/check.py) at several
+acceptances, beside diffusion's draft unchecked and AR decoding of the same weights: held-out single-
+and multi-line tasks, every setting on every task in one process (the order rotates with the task),
+each as the server asks (the AR fallback on). Per setting and kind: exact match and edit similarity as
+the editor shows them, chars shown beside the reference's, latency, forward passes, how many of the
+middle's tokens are the draft's; and, paired task by task against the unchecked draft and against AR,
+the tasks won and lost on exact match and the mean edit-similarity difference with its standard error.
+Writes results/check.json.
+
+    python benchmarks/check.py --data /work/data --single 1000 --multi 200
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import add_task_args, load_engine, write  # noqa: E402
+
+from spanfill.engine import (CompletionRequest, Cursor, build_tasks, finish, read_split, score_text,  # noqa: E402
+                             summarise, warm)
+
+CHECKS = ("none", "0.03", "0.1", "0.3", "1")     # "none": the draft as it is; 1: AR's own choices only
+
+
+def run(engine, task, steps: int, setting: str):
+    """(score, draft tokens kept) of one task under one setting ("ar" or a CHECKS entry)."""
+    cursor = Cursor(task.prefix, task.suffix)
+    mode = "ar" if setting == "ar" else "diffusion"
+    check = None if setting in ("ar", "none") else float(setting)
+    req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check,
+                            would_show=lambda raw: finish(raw, cursor, python=True) is not None)
+    t0 = time.perf_counter()
+    result = engine.complete(req)
+    ms = (time.perf_counter() - t0) * 1e3
+    return score_text(task, result.texts[0], ms, result.forward_passes), (result.kept_tokens or [0])[0]
+
+
+def paired(a: list, b: list) -> dict:
+    """Task by task, a against b: exact matches won and lost, mean shown edit-similarity difference ± SE."""
+    diffs = [x.shown_edit_similarity - y.shown_edit_similarity for x, y in zip(a, b)]
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+    return {"won": sum(x.shown_exact_match and not y.shown_exact_match for x, y in zip(a, b)),
+            "lost": sum(y.shown_exact_match and not x.shown_exact_match for x, y in zip(a, b)),
+            "es_diff": statistics.fmean(diffs), "es_diff_se": se}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_task_args(ap)
+    ap.add_argument("--checks", nargs="+", default=list(CHECKS), help=f"default: {' '.join(CHECKS)}")
+    ap.add_argument("--eager", action="store_true", help="the eager steps (the compiled ones by default)")
+    args = ap.parse_args(argv)
+    engine = load_engine(args.model, eager=args.eager)
+    if engine.compiled is not None:
+        engine.compiled.strict = False    # the check's pass over the draft runs eagerly by design
+    tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer,
+                        engine.model.cfg.span_length)
+    settings = list(args.checks) + ["ar"]
+    runs: dict[tuple[str, str], list] = {}
+    for i, task in enumerate(tasks):
+        warm(engine, task)
+        shift = i % len(settings)
+        for setting in settings[shift:] + settings[:shift]:
+            runs.setdefault((task.kind, setting), []).append(run(engine, task, args.steps, setting))
+        if (i + 1) % 50 == 0:
+            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    rows = []
+    for (kind, setting), vals in sorted(runs.items()):
+        scores = [s for s, _ in vals]
+        row = {"kind": kind, "setting": setting, "steps": None if setting == "ar" else args.steps, **summarise(scores),
+               "kept_tokens_mean": statistics.fmean(k for _, k in vals)}
+        if setting not in ("ar", "none") and "none" in settings:
+            row["vs_unchecked"] = paired(scores, [s for s, _ in runs[(kind, "none")]])
+        if setting != "ar":
+            row["vs_ar"] = paired(scores, [s for s, _ in runs[(kind, "ar")]])
+        rows.append(row)
+    for r in rows:
+        name = "AR" if r["setting"] == "ar" else ("draft unchecked" if r["setting"] == "none" else f"check {r['setting']}")
+        vs = "".join(f"  vs {who}: EM +{p['won']}/-{p['lost']} ES {p['es_diff']:+.4f}±{p['es_diff_se']:.4f}"
+                     for who, p in (("draft", r.get("vs_unchecked")), ("AR", r.get("vs_ar"))) if p)
+        print(f"{r['kind']:<7} {name:<16} shown EM {r['shown_exact_match']:6.1%}  ES {r['shown_edit_similarity']:.3f}  "
+              f"chars {r['shown_chars_mean']:5.1f} ({r['reference_chars_mean']:5.1f})  p50 {r['latency_median_ms']:6.1f} ms  "
+              f"passes {r['forward_passes_mean']:5.2f}  kept {r['kept_tokens_mean']:4.1f}{vs}")
+    out = write("check", {"engine": engine.info, "steps": args.steps, "fallback": True,
+                          "tasks": {"single": sum(t.kind == "single" for t in tasks),
+                                    "multi": sum(t.kind == "multi" for t in tasks)}, "rows": rows,
+                          "command": "python benchmarks/check.py " + " ".join(argv if argv is not None else sys.argv[1:])})
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

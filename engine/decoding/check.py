@@ -1,0 +1,95 @@
+"""Diffusion's draft checked by the AR path of the same weights (`CompletionRequest.check`).
+
+The span's denoiser sees the code on both sides of the cursor and proposes the middle's first
+tokens well; it is worse at where the middle ends (most of its misses are a middle cut short). The
+model's causal path is the better judge of what comes next, token by token. So the draft is one
+causal pass away from a check, as in speculative decoding with the denoiser as the drafter: the pass
+over the draft's tokens gives AR's distribution at every draft position at once. A draft token
+stands while AR gives it probability >= `accept`, or ranks it first; at the first that does not,
+AR's own choice replaces it and AR writes on, token by token, to <|eom|> or the caller's stop.
+`accept` = 1 keeps only what AR would have written itself (the text is AR's, in fewer passes);
+lower values keep more of the denoiser's choices where AR finds them plausible.
+
+    out = check_draft(model, kv, C, last_hidden, draft, accept=0.1, max_tokens=32, eom_id=eom,
+                      banned=[pad, mask, ...], first_bias=healing.first_bias, stop=stop)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from ..api import DEFAULT_CHECK
+from ..core.family import ModelFamily
+from .denoise import DenoiseOutput, ar_decode, banned_bias
+
+
+def resolve_check(check: float | str | None, multiline: bool) -> float | None:
+    """The acceptance a request's `check` means at its cursor: "auto" checks at a single-line cursor
+    only. There the draft's misses are mostly a middle cut short, which AR's rest mends; at a
+    multi-line cursor AR's rest of a body scored below the draft with the AR fallback
+    (benchmarks/check.py), at several times the cost."""
+    if check == "auto":
+        return None if multiline else DEFAULT_CHECK
+    return check
+
+
+@dataclass
+class CheckOutput:
+    tokens: list[int]       # the middle: the draft tokens kept, then AR's
+    kept: int               # how many of them are the draft's
+    passes: int             # forward passes: the check's one, then one per AR token after the first
+    deadline_hit: bool
+    cancelled: bool
+
+
+def kept_length(probs: torch.Tensor, draft: torch.Tensor, accept: float) -> int:
+    """How many leading draft tokens stand. probs: [N, V] AR's distribution at each draft position;
+    draft: [N] ids. A token stands with probability >= accept or as AR's first choice."""
+    p = probs.gather(-1, draft[:, None]).squeeze(-1)                            # [N]
+    ok = (p >= accept) | (probs.argmax(-1) == draft)
+    return int(ok.long().cumprod(0).sum())
+
+
+def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tensor, draft: list[int],
+                accept: float, max_tokens: int, eom_id: int, banned: list[int] | None = None,
+                first_bias: torch.Tensor | None = None, stop: Callable[[list[int]], bool] | None = None,
+                token_step: Callable | None = None, temperature: float = 0.0, top_p: float = 1.0,
+                generator: torch.Generator | None = None, deadline: float | None = None,
+                cancelled: Callable[[], bool] | None = None) -> CheckOutput:
+    """Check `draft` (the middle's tokens up to and including <|eom|>, no pads) against the causal
+    path after the first context_len cached positions; last_hidden [1, D] predicts the middle's first
+    token. kv needs room for context_len + max_tokens positions (those past context_len are scratch).
+    The kept tokens are cut after the first that makes stop(tokens) true, as AR would have stopped;
+    the rest is ar_decode's, with the same banned ids, first-token bias, stop and sampling."""
+    draft = draft[:max_tokens]
+    kept = 0
+    if draft:
+        ids = torch.tensor([draft], dtype=torch.long, device=last_hidden.device)
+        hidden = model.encode_context(ids, context_len, kv, every=True)                 # [N, D]
+        logits = model.logits(torch.cat([last_hidden, hidden[:-1]])).float()           # [N, V]
+        logits = logits + banned_bias(tuple(banned or ()), logits.shape[-1], logits.device)
+        if first_bias is not None:
+            logits[0] += first_bias.to(logits.dtype)
+        kept = kept_length(torch.softmax(logits, -1), ids[0], accept)
+        for i in range(kept):   # what AR would have stopped at stays the end
+            if draft[i] == eom_id or (stop is not None and stop(draft[:i + 1])):
+                return CheckOutput(draft[:i + 1], i + 1, 1, False, False)
+        if kept == len(draft):
+            hidden_next = hidden[-1:]
+        else:
+            hidden_next = hidden[kept - 1:kept] if kept else last_hidden
+    else:
+        hidden_next = last_hidden
+    head = draft[:kept]
+    if kept == max_tokens:
+        return CheckOutput(head, kept, 1, False, False)
+    rest: DenoiseOutput = ar_decode(
+        model, kv, context_len + kept, hidden_next, max_tokens - kept, eom_id, temperature, top_p, generator, banned,
+        deadline, cancelled, first_bias if kept == 0 else None, token_step,
+        None if stop is None else (lambda tokens: stop(head + tokens)))
+    # ar_decode's first token comes from hidden_next with no pass of its own; with a draft the check's
+    # pass made it, without one the context's prefill did (as for AR alone)
+    passes = rest.steps_run - 1 + (1 if draft else 0)
+    return CheckOutput(head + rest.span[0].tolist(), kept, passes, rest.deadline_hit, rest.cancelled)

@@ -1,0 +1,123 @@
+"""The AR check of diffusion's draft (decoding/check.py, CompletionRequest.check): which draft tokens
+stand, that AR writes the rest exactly as AR alone would from there, and the engine's use of it."""
+import pytest
+import torch
+
+from spanfill.engine import CompletionRequest
+from spanfill.engine import DEFAULT_CHECK
+from spanfill.engine.decoding.check import check_draft, kept_length, resolve_check
+from spanfill.engine.decoding.denoise import ar_decode
+from spanfill.engine.decoding.prompt import context_ids
+
+PREFIX = "def add(a, b):\n    return a + "
+SUFFIX = "\n\nprint(add(1, 2))\n"
+
+
+def test_kept_length_keeps_the_leading_tokens_ar_finds_plausible_or_ranks_first():
+    probs = torch.tensor([[0.70, 0.20, 0.10],
+                          [0.50, 0.45, 0.05],
+                          [0.90, 0.05, 0.05],
+                          [0.10, 0.10, 0.80]])
+    assert kept_length(probs, torch.tensor([1, 1, 0, 2]), 0.1) == 4      # 0.20, 0.45, first choice, first choice
+    assert kept_length(probs, torch.tensor([1, 1, 1, 2]), 0.1) == 2      # 0.05 < 0.1: the rest goes too
+    assert kept_length(probs, torch.tensor([1, 0, 0, 2]), 0.5) == 0      # 0.20 < 0.5 and not the first choice
+    assert kept_length(probs, torch.tensor([0, 0, 0, 2]), 1.0) == 4      # accept 1: AR's own choices only
+    assert kept_length(probs, torch.tensor([2, 2, 2, 0]), 0.0) == 4      # accept 0: the whole draft
+
+
+@pytest.fixture
+def context(engine):
+    """(model, kv, context length, last hidden, eom, banned) of PREFIX/SUFFIX, prefilled."""
+    tok, model = engine.tokenizer, engine.model
+    sp = tok.special
+    ids = context_ids(tok, PREFIX, SUFFIX, budget=engine.budget)
+    kv = model.allocate_kv(len(ids) + 40)
+    with torch.inference_mode():
+        last = model.encode_context(torch.tensor([ids]), 0, kv)
+    return model, kv, len(ids), last, sp.eom, [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+
+
+def test_encode_context_every_gives_each_new_tokens_hidden_state(engine, context):
+    model, kv, C, _, _, _ = context
+    tokens = [5, 9, 14, 3]
+    with torch.inference_mode():
+        every = model.encode_context(torch.tensor([tokens]), C, kv, every=True)
+        one_by_one = torch.cat([model.encode_context(torch.tensor([[t]]), C + i, kv) for i, t in enumerate(tokens)])
+    assert every.shape == (4, model.cfg.dim)
+    torch.testing.assert_close(every, one_by_one, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("draft", [[], [7], [7, 12, 30, 4, 19, 22], list(range(40, 60))])
+def test_accept_one_writes_what_ar_alone_writes_whatever_the_draft(context, draft):
+    """accept = 1 keeps only AR's own first choices, so the middle is AR's, token for token."""
+    model, kv, C, last, eom, banned = context
+    with torch.inference_mode():
+        alone = ar_decode(model, kv, C, last, 24, eom, banned=banned).span[0].tolist()
+        checked = check_draft(model, kv, C, last, draft, 1.0, 24, eom, banned)
+    assert checked.tokens == alone
+    assert checked.tokens[:checked.kept] == draft[:checked.kept]
+
+
+def test_ars_own_text_as_the_draft_is_kept_whole_in_one_pass(context):
+    model, kv, C, last, eom, banned = context
+    with torch.inference_mode():
+        alone = ar_decode(model, kv, C, last, 10, eom, banned=banned).span[0].tolist()
+        checked = check_draft(model, kv, C, last, alone, 1.0, 10, eom, banned)
+    assert checked.tokens == alone and checked.kept == len(alone) and checked.passes == 1
+
+
+def test_accept_zero_keeps_a_finished_draft_and_ar_finishes_an_unfinished_one(context):
+    model, kv, C, last, eom, banned = context
+    with torch.inference_mode():
+        finished = check_draft(model, kv, C, last, [7, 12, eom], 0.0, 24, eom, banned)
+        assert finished.tokens == [7, 12, eom] and finished.kept == 3 and finished.passes == 1
+        unfinished = check_draft(model, kv, C, last, [7, 12], 0.0, 24, eom, banned)
+        # AR's rest from the kept draft: the same as AR after a context that ends with those tokens
+        h = model.encode_context(torch.tensor([[7, 12]]), C, kv)
+        rest = ar_decode(model, kv, C + 2, h, 22, eom, banned=banned).span[0].tolist()
+    assert unfinished.kept == 2 and unfinished.tokens == [7, 12] + rest
+    assert unfinished.passes == len(rest)      # the check's pass made AR's first token
+
+
+def test_a_kept_token_that_stops_ar_ends_the_middle(context):
+    model, kv, C, last, eom, banned = context
+    with torch.inference_mode():
+        out = check_draft(model, kv, C, last, [7, 12, 30, 4, eom], 0.0, 24, eom, banned, stop=lambda t: t[-1] == 12)
+    assert out.tokens == [7, 12] and out.kept == 2
+
+
+def test_the_engine_with_accept_one_shows_ar_modes_text(engine):
+    for prefix, suffix in ((PREFIX, SUFFIX), ("def f(x):\n    ", "\n\nf(1)\n"), ("total = compute(", ")\nprint(total)\n")):
+        ar = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, mode="ar"))
+        checked = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, check=1.0))
+        assert checked.texts == ar.texts
+        assert checked.kept_tokens and checked.timings.check_ms > 0
+
+
+def test_the_engine_without_a_check_shows_the_draft(engine):
+    plain = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=None))
+    lenient = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=0.0))
+    assert plain.kept_tokens == [] and plain.timings.check_ms == 0.0
+    assert 1 <= plain.steps_run <= engine.model.cfg.steps
+    if plain.finished[0]:              # a finished draft that every probability clears stands as it is
+        assert lenient.texts == plain.texts and lenient.steps_run == plain.steps_run and lenient.check_passes == 1
+
+
+def test_every_candidate_is_checked(engine):
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=3, temperature=0.8, seed=1, check=0.1))
+    assert len(result.texts) == 3 and len(result.kept_tokens) == 3
+
+
+def test_auto_checks_at_a_single_line_cursor_only(engine):
+    assert resolve_check("auto", multiline=False) == DEFAULT_CHECK and resolve_check("auto", multiline=True) is None
+    assert resolve_check(0.5, multiline=True) == 0.5 and resolve_check(None, multiline=False) is None
+    single = engine.complete(CompletionRequest(prefix="total = compute(", suffix=")\nprint(total)\n"))
+    block = engine.complete(CompletionRequest(prefix="def f(x):\n    ", suffix="\n\nf(1)\n"))
+    assert len(single.kept_tokens) == 1 and single.check_passes >= 1
+    assert block.kept_tokens == [] and block.check_passes == 0
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, True, "always"])
+def test_a_check_that_is_not_a_probability_gets_a_clear_error(engine, bad):
+    with pytest.raises(ValueError, match="check="):
+        engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=bad))
