@@ -218,6 +218,26 @@ def length_section(r: dict, where: str = "") -> list[str]:
                    "median ms"], rows)]
 
 
+def check_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/check.py: the AR check of diffusion's draft at several acceptances, paired task by task."""
+    order = {"single": 0, "multi": 1}
+
+    def vs(p: dict | None) -> str:
+        return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
+    names = {"ar": "AR", "none": "draft unchecked"}
+    rows = [[x["kind"] + "-line", names.get(x["setting"], f"check {x['setting']}"), x["tasks"], pct(x["shown_exact_match"]),
+             f"{x['shown_edit_similarity']:.3f}", f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})",
+             f"{x['kept_tokens_mean']:.1f}", ms(x["latency_median_ms"]), f"{x['forward_passes_mean']:.1f}",
+             vs(x.get("vs_unchecked")), vs(x.get("vs_ar"))]
+            for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["setting"] == "ar"))]
+    return [f"**AR check of the draft** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}, the AR "
+            f"fallback on, as the server asks): each acceptance, the draft unchecked and AR mode alternating task by task "
+            f"in one process; what an editor shows; *kept*: the draft's tokens the check kept; *vs*: exact matches won / "
+            f"lost and the edit-similarity difference ± its standard error, task by task:", "",
+            table(["task", "decoding", "tasks", "exact match (shown)", "edit sim. (shown)", "chars shown (reference)",
+                   "kept", "median ms", "forward passes", "vs the draft unchecked", "vs AR"], rows)]
+
+
 def train_throughput_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/train_throughput.py: training tokens/s and model FLOP utilisation per setting."""
     rows = [[x["setting"], x["batch"], x.get("attention", "sdpa"), x.get("logits", "dense"), f"{x['tokens_per_s']:.0f}",

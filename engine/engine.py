@@ -286,7 +286,8 @@ class Engine:
             end = row.index(sp.eom) + 1 if sp.eom in row else len(row)
             draft = [t for t in row[:end] if t not in (sp.pad, sp.mask)]
             outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept, L_ar, sp.eom, banned,
-                                    healing.first_bias, stop, token_step, temp, req.top_p, gen, deadline, req.cancelled))
+                                    healing.first_bias, stop, token_step, compiled.encode_every if compiled else None,
+                                    temp, req.top_p, gen, deadline, req.cancelled))
         return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 

@@ -55,19 +55,25 @@ def kept_length(probs: torch.Tensor, draft: torch.Tensor, accept: float) -> int:
 def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tensor, draft: list[int],
                 accept: float, max_tokens: int, eom_id: int, banned: list[int] | None = None,
                 first_bias: torch.Tensor | None = None, stop: Callable[[list[int]], bool] | None = None,
-                token_step: Callable | None = None, temperature: float = 0.0, top_p: float = 1.0,
+                token_step: Callable | None = None, encode_every: Callable | None = None,
+                temperature: float = 0.0, top_p: float = 1.0,
                 generator: torch.Generator | None = None, deadline: float | None = None,
                 cancelled: Callable[[], bool] | None = None) -> CheckOutput:
     """Check `draft` (the middle's tokens up to and including <|eom|>, no pads) against the causal
     path after the first context_len cached positions; last_hidden [1, D] predicts the middle's first
     token. kv needs room for context_len + max_tokens positions (those past context_len are scratch).
     The kept tokens are cut after the first that makes stop(tokens) true, as AR would have stopped;
-    the rest is ar_decode's, with the same banned ids, first-token bias, stop and sampling."""
+    the rest is ar_decode's, with the same banned ids, first-token bias, stop and sampling.
+    encode_every(tokens [1, N], start, kv) -> [N, D] is the check's pass (compiled.py), the eager
+    model's by default; token_step is AR's, as in ar_decode."""
     draft = draft[:max_tokens]
     kept = 0
     if draft:
         ids = torch.tensor([draft], dtype=torch.long, device=last_hidden.device)
-        hidden = model.encode_context(ids, context_len, kv, every=True)                 # [N, D]
+        if encode_every is None:
+            hidden = model.encode_context(ids, context_len, kv, every=True)             # [N, D]
+        else:
+            hidden = encode_every(ids, context_len, kv)
         logits = model.logits(torch.cat([last_hidden, hidden[:-1]])).float()           # [N, V]
         logits = logits + banned_bias(tuple(banned or ()), logits.shape[-1], logits.device)
         if first_bias is not None:
@@ -89,7 +95,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
         model, kv, context_len + kept, hidden_next, max_tokens - kept, eom_id, temperature, top_p, generator, banned,
         deadline, cancelled, first_bias if kept == 0 else None, token_step,
         None if stop is None else (lambda tokens: stop(head + tokens)))
-    # ar_decode's first token comes from hidden_next with no pass of its own; with a draft the check's
-    # pass made it, without one the context's prefill did (as for AR alone)
-    passes = rest.steps_run - 1 + (1 if draft else 0)
+    # ar_decode's first token comes from hidden_next with no pass of its own, and AR counts one pass per
+    # token: with a draft the check's pass stands for the first one's (made even if AR then wrote none)
+    passes = max(rest.steps_run, 1 if draft else 0)
     return CheckOutput(head + rest.span[0].tolist(), kept, passes, rest.deadline_hit, rest.cancelled)

@@ -11,7 +11,9 @@ What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
   on span/masked (steps_left a tensor: the commit is a rank test, so every step shares one graph);
 * `token_step(token, position, kv) -> logits`: one AR token through the causal path;
 * `prefill(tokens, start, kv) -> hidden`: encoding new context tokens into the cache (all of a new
-  file's context, or the few tokens typed since the last request), dynamic in their number.
+  file's context, or the few tokens typed since the last request), dynamic in their number; the
+  same graphs serve `encode_every`, which returns every new token's hidden state (the AR check's
+  pass over a diffusion draft, check.py).
 
 The steps specialise on the span length and batch, and nothing else should need a recompile during
 a request: the caches are passed as views that end where the step's keys end (so their length is
@@ -100,7 +102,7 @@ class CompiledSteps:
         self._done = threading.Event()
         self._denoise = torch.compile(own_code(self._denoise_step))
         self._token = torch.compile(own_code(self._token_step))
-        self._prefill = torch.compile(own_code(self.model.encode_context), dynamic=True)
+        self._prefill = torch.compile(own_code(self._encode_every), dynamic=True)
         self._left: dict[int, torch.Tensor] = {}
         self._warming = True          # while warming up: compile; afterwards: never
         self.strict = False           # benchmarks: a call that cannot use a compiled graph raises
@@ -113,6 +115,9 @@ class CompiledSteps:
 
     def _token_step(self, token, position: int, kv):
         return self.model.logits(self.model.encode_context(token, position, kv))
+
+    def _encode_every(self, tokens, start: int, kv):
+        return self.model.encode_context(tokens, start, kv, every=True)
 
     # ---- use -----------------------------------------------------------------------------------
     def supports(self, n: int, span_length: int, temperature: float, rule: str) -> bool:
@@ -135,8 +140,15 @@ class CompiledSteps:
         return self._call("token", self._token, self._token_step, token, position, _upto(kv, position + 1))
 
     def prefill(self, tokens, start, kv):
-        return self._call("prefill", self._prefill, self.model.encode_context,
-                          tokens, start, _upto(kv, start + tokens.shape[1]))
+        """The last new token's hidden state [1, D], as model.encode_context."""
+        return self._encode(tokens, start, kv)[-1:]
+
+    def encode_every(self, tokens, start, kv):
+        """Every new token's hidden state [N, D], as model.encode_context(..., every=True)."""
+        return self._encode(tokens, start, kv)
+
+    def _encode(self, tokens, start, kv):
+        return self._call("prefill", self._prefill, self._encode_every, tokens, start, _upto(kv, start + tokens.shape[1]))
 
     def _call(self, name: str, compiled, eager, *args):
         """The compiled step, or, where its graphs' guards reject the arguments, the eager function

@@ -32,8 +32,8 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
     assert compiled.ready and compiled.error is None and fast.info["compiled"]
     assert (fast.info["compile"], eager.info["compile"]) == ("ready", "off")
     assert fast.info["compile_seconds"] > 0 and eager.info["compile_seconds"] is None
-    calls = {"span": 0, "token": 0, "prefill": 0}
-    span_step, token_step, prefill = compiled.denoise_step, compiled.token_step, compiled.prefill
+    calls = {"span": 0, "token": 0, "prefill": 0, "every": 0}
+    span_step, token_step, prefill, every = compiled.denoise_step, compiled.token_step, compiled.prefill, compiled.encode_every
 
     def counting(name, fn):
         def call(*args):
@@ -42,9 +42,9 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
         return call
 
     compiled.denoise_step, compiled.token_step = counting("span", span_step), counting("token", token_step)
-    compiled.prefill = counting("prefill", prefill)
+    compiled.prefill, compiled.encode_every = counting("prefill", prefill), counting("every", every)
     L = fast.model.cfg.span_length
-    expected = {"span": 0, "token": 0, "prefill": 0}
+    expected = {"span": 0, "token": 0, "prefill": 0, "every": 0}
     compiles = dict(torch._dynamo.utils.counters["frames"])
     compiled.strict = True   # a call the warm-up did not compile for raises instead of running eagerly
     # contexts of several lengths (one beyond the warm-up's capacities), healed and not, and typing
@@ -58,16 +58,19 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
             a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
             assert b.texts == a.texts and b.steps_run == a.steps_run
             expected["prefill"] += b.encoded_tokens > 0
-            if check is not None:   # the span's steps, the check's (eager) pass, then AR's tokens after its first
+            if check is not None:   # the span's steps; the check's pass over the draft (a prefill), AR's tokens after
                 span, token = calls["span"] - before["span"], calls["token"] - before["token"]
-                assert span == b.steps_run and 1 + token == b.check_passes == a.check_passes
+                check_pass = calls["every"] - before["every"]
+                assert span == b.steps_run and check_pass in (0, 1) and 1 + token == b.check_passes == a.check_passes
                 expected["span"] += span
                 expected["token"] += token
+                expected["every"] += check_pass
             elif mode == "diffusion":
                 expected["span"] += b.steps_run
             else:   # the first AR token comes from the context's last hidden state
                 expected["token"] += b.steps_run - 1
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
+    assert expected["every"] >= 4          # the check's pass over a draft ran on the prefill's graphs (strict)
     # fast_steps=False: the eager reference loop, the compiled steps untouched
     slow = fast.complete(CompletionRequest(prefix="y = 1\n" + SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, fast_steps=False))
     assert calls == expected and slow.steps_run > 0
