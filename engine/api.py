@@ -22,7 +22,7 @@ LENGTHS: tuple[str, ...] = get_args(Length)
 DEFAULT_LENGTH: Length = "auto"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 MAX_SPAN = 256                             # the longest span L a request may ask for
-DEFAULT_CHECK = 0.1                        # CompletionRequest.check="auto" at a single-line cursor (benchmarks/check.py)
+DEFAULT_CHECK = 0.03                       # CompletionRequest.check="auto" at a single-line cursor (benchmarks/check.py)
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
 DTYPES: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 

@@ -10,7 +10,7 @@ AR's own choice replaces it and AR writes on, token by token, to <|eom|> or the 
 `accept` = 1 keeps only what AR would have written itself (the text is AR's, in fewer passes);
 lower values keep more of the denoiser's choices where AR finds them plausible.
 
-    out = check_draft(model, kv, C, last_hidden, draft, accept=0.1, max_tokens=32, eom_id=eom,
+    out = check_draft(model, kv, C, last_hidden, draft, accept=0.03, max_tokens=32, eom_id=eom,
                       banned=[pad, mask, ...], first_bias=healing.first_bias, stop=stop)
 """
 from __future__ import annotations
