@@ -157,7 +157,9 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         return None
     if result is not None:
         t = result.timings
-        stages = {"window": window_ms, "tokenize": t.tokenize_ms, "prefill": t.context_ms, "decode": t.denoise_ms}
+        stages = {"window": window_ms, "tokenize": t.tokenize_ms, "prefill": t.context_ms, "decode": t.denoise_ms,
+                  # the AR check and fallback: percentiles of the calls that ran them
+                  **{name: v for name, v in (("check", t.check_ms), ("fallback", t.fallback_ms)) if v > 0}}
         stats.record_engine(result.context_tokens, result.reused_tokens, t.total_ms, stages)
         if t.total_ms > SLOW_ENGINE_MS:
             log.warning("slow engine call: %.0f ms (%s; %d context tokens, %d encoded, %d steps, %d candidates%s)",

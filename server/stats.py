@@ -83,7 +83,8 @@ class Stats:
     def record_engine(self, context_tokens: int, reused_tokens: int, total_ms: float,
                       stages: dict[str, float] | None = None) -> None:
         """stages: milliseconds per named stage of this call (the context windows, tokenizing, the
-        context prefill, decoding), so `spanfill/status` can say where engine time goes."""
+        context prefill, decoding; the AR check and fallback where they ran), so `spanfill/status`
+        can say where engine time goes."""
         self.engine_calls += 1
         self.context_tokens += context_tokens
         self.reused_tokens += reused_tokens

@@ -162,6 +162,18 @@ async def test_the_check_setting_reaches_the_engine(make_session):
         assert engine.calls[-1].check == value
 
 
+async def test_the_checks_time_is_a_stage_of_its_own_where_it_ran(make_session):
+    class Checked(FakeEngine):
+        def complete(self, req):
+            result = super().complete(req)
+            result.timings.check_ms = 3.0
+            return result
+    session, _ = make_session(Checked)
+    await suggest(session, query())
+    stages = session.stats.snapshot()["engineStagesMs"]
+    assert stages["check"]["last"] == 3.0 and "fallback" not in stages and "decode" in stages
+
+
 async def test_invoked_asks_for_several_sampled_candidates(make_session):
     session, engine = make_session(texts=("return a + b", "return b + a", "return a + b"))
     answer = await suggest(session, query(candidates=3))
