@@ -71,8 +71,10 @@ def test_a_short_replay_adds_up(tiny_model, tmp_path, monkeypatch, capsys):
     assert {"contextReuseRate", "superseded", "latencyMs", "cacheHitRate"} <= server.keys()
     # where the engine's time went, stage by stage, for every engine call the server made
     stages = server["engineStagesMs"]
-    assert set(stages) == {"window", "tokenize", "prefill", "decode"} and server["engineCalls"] > 0
-    assert all(d["count"] == server["engineCalls"] for d in stages.values())
+    always = {"window", "tokenize", "prefill", "decode"}     # the check and the fallback: where they ran
+    assert always <= set(stages) <= always | {"check", "fallback"} and server["engineCalls"] > 0
+    assert all(stages[name]["count"] == server["engineCalls"] for name in always)
+    assert all(stages[name]["count"] <= server["engineCalls"] for name in set(stages) - always)
     assert stages["decode"]["p50"] > 0
     assert "round trip (ms)" in capsys.readouterr().out
 
