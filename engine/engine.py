@@ -170,7 +170,8 @@ class Engine:
         # room for the model's whole span even when this request's is shorter: a shorter span's cache
         # views then never end at the buffer's end (a case the compiled steps warm up for the whole span only)
         accept = resolve_check(req.check, multiline) if req.mode == "diffusion" else None
-        lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length), need_hidden=req.mode == "ar" or head or accept is not None,
+        lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length),
+                                    need_hidden=req.mode == "ar" or head or accept is not None,
                                     encode=compiled.prefill if compiled else None)
         C = len(ids)
         timings.context_ms = _ms(t0)
@@ -263,9 +264,8 @@ class Engine:
         text is the same but where the suffix-overlap trim, which runs before the block cut, finds
         the shorter text's tail at the suffix's start: then the repeat of the suffix goes too."""
         sp = self.tokenizer.special
-        banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+        banned, stop = self._ar_rules(req, healing, multiline)
         token_step = compiled.token_step if compiled else None
-        stop = self._block_stop(req, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends)
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
                           deadline, req.cancelled, healing.first_bias, token_step, stop)
                 for temp in temps]
@@ -277,9 +277,8 @@ class Engine:
         """Each diffusion candidate checked by the AR path (check.py), up to AR's own length and stop:
         (rows, draft tokens kept per row, forward passes, deadline hit, cancelled)."""
         sp = self.tokenizer.special
-        banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+        banned, stop = self._ar_rules(req, healing, multiline)
         token_step = compiled.token_step if compiled else None
-        stop = self._block_stop(req, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends)
         L_ar = req.span_length or self.model.cfg.span_length
         outs = []
         for row, temp in zip(rows, temps):
@@ -290,6 +289,14 @@ class Engine:
                                     temp, req.top_p, gen, deadline, req.cancelled))
         return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
+
+    def _ar_rules(self, req: CompletionRequest, healing: Healing, multiline: bool) -> tuple[list[int], Callable]:
+        """(banned ids, stop) of AR decoding, alone or after the check: the control tokens never appear
+        inside a middle; at a single-line cursor it ends with the first token that ends a line, at a
+        multi-line one with the first token of a line that leaves the cursor's block."""
+        sp = self.tokenizer.special
+        banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
+        return banned, (self._block_stop(req, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends))
 
     def _block_stop(self, req: CompletionRequest, healing: Healing):
         """stop(tokens) for AR at a multi-line cursor: the text so far has reached a line that dedents
