@@ -66,15 +66,16 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
     the rest is ar_decode's, with the same banned ids, first-token bias, stop and sampling.
     encode_every(tokens [1, N], start, kv) -> [N, D] is the check's pass (compiled.py), the eager
     model's by default; token_step is AR's, as in ar_decode."""
+    if encode_every is None:
+        def encode_every(tokens, start, kv):
+            return model.encode_context(tokens, start, kv, every=True)
     draft = draft[:max_tokens]
     kept = 0
+    states = last_hidden                       # row i predicts the middle's token i
     if draft:
         ids = torch.tensor([draft], dtype=torch.long, device=last_hidden.device)
-        if encode_every is None:
-            hidden = model.encode_context(ids, context_len, kv, every=True)             # [N, D]
-        else:
-            hidden = encode_every(ids, context_len, kv)
-        logits = model.logits(torch.cat([last_hidden, hidden[:-1]])).float()           # [N, V]
+        states = torch.cat([last_hidden, encode_every(ids, context_len, kv)])          # [N + 1, D]
+        logits = model.logits(states[:-1]).float()                                      # [N, V]
         logits = logits + banned_bias(tuple(banned or ()), logits.shape[-1], logits.device)
         if first_bias is not None:
             logits[0] += first_bias.to(logits.dtype)
@@ -82,20 +83,14 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
         for i in range(kept):   # what AR would have stopped at stays the end
             if draft[i] == eom_id or (stop is not None and stop(draft[:i + 1])):
                 return CheckOutput(draft[:i + 1], i + 1, 1, False, False)
-        if kept == len(draft):
-            hidden_next = hidden[-1:]
-        else:
-            hidden_next = hidden[kept - 1:kept] if kept else last_hidden
-    else:
-        hidden_next = last_hidden
     head = draft[:kept]
     if kept == max_tokens:
         return CheckOutput(head, kept, 1, False, False)
     rest: DenoiseOutput = ar_decode(
-        model, kv, context_len + kept, hidden_next, max_tokens - kept, eom_id, temperature, top_p, generator, banned,
+        model, kv, context_len + kept, states[kept:kept + 1], max_tokens - kept, eom_id, temperature, top_p, generator, banned,
         deadline, cancelled, first_bias if kept == 0 else None, token_step,
         None if stop is None else (lambda tokens: stop(head + tokens)))
-    # ar_decode's first token comes from hidden_next with no pass of its own, and AR counts one pass per
+    # ar_decode's first token comes from states[kept] with no pass of its own, and AR counts one pass per
     # token: with a draft the check's pass stands for the first one's (made even if AR then wrote none)
     passes = max(rest.steps_run, 1 if draft else 0)
     return CheckOutput(head + rest.span[0].tolist(), kept, passes, rest.deadline_hit, rest.cancelled)
