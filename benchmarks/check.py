@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, load_engine, write  # noqa: E402
+from common import add_task_args, alternate, load_engine, task_counts, write  # noqa: E402
 
-from spanfill.engine import (CompletionRequest, Cursor, build_tasks, finish, read_split, score_text,  # noqa: E402
-                             summarise, warm)
+from spanfill.engine import CompletionRequest, Cursor, build_tasks, finish, read_split, score_text, summarise  # noqa: E402
 
 CHECKS = ("none", "0.03", "0.1", "0.3", "1")     # "none": the draft as it is; 1: AR's own choices only
 
@@ -60,14 +59,7 @@ def main(argv=None) -> int:
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer,
                         engine.model.cfg.span_length)
     settings = list(args.checks) + ["ar"]
-    runs: dict[tuple[str, str], list] = {}
-    for i, task in enumerate(tasks):
-        warm(engine, task)
-        shift = i % len(settings)
-        for setting in settings[shift:] + settings[:shift]:
-            runs.setdefault((task.kind, setting), []).append(run(engine, task, args.steps, setting))
-        if (i + 1) % 50 == 0:
-            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    runs = alternate(engine, tasks, settings, lambda task, setting: run(engine, task, args.steps, setting))
     rows = []
     for (kind, setting), vals in sorted(runs.items()):
         scores = [s for s, _ in vals]
@@ -86,8 +78,7 @@ def main(argv=None) -> int:
               f"chars {r['shown_chars_mean']:5.1f} ({r['reference_chars_mean']:5.1f})  p50 {r['latency_median_ms']:6.1f} ms  "
               f"passes {r['forward_passes_mean']:5.2f}  kept {r['kept_tokens_mean']:4.1f}{vs}")
     out = write("check", {"engine": engine.info, "steps": args.steps, "fallback": True,
-                          "tasks": {"single": sum(t.kind == "single" for t in tasks),
-                                    "multi": sum(t.kind == "multi" for t in tasks)}, "rows": rows,
+                          "tasks": task_counts(tasks), "rows": rows,
                           "command": "python benchmarks/check.py " + " ".join(argv if argv is not None else sys.argv[1:])})
     print(f"wrote {out}")
     return 0

@@ -44,6 +44,28 @@ def add_task_args(ap) -> None:
     ap.add_argument("--steps", type=int, default=4)
 
 
+def alternate(engine, tasks, settings: list, decode) -> dict[tuple, list]:
+    """Every setting on every held-out task in one process, so all see the same machine: each task's
+    context cached first (as typing up to the cursor would), then the settings in an order that rotates
+    with the task. decode(task, setting) -> one result; returns {(task.kind, setting): [results]},
+    with progress every 50 tasks on stderr."""
+    from spanfill.engine import warm
+    runs: dict[tuple, list] = {}
+    for i, task in enumerate(tasks):
+        warm(engine, task)
+        shift = i % len(settings)
+        for setting in settings[shift:] + settings[:shift]:
+            runs.setdefault((task.kind, setting), []).append(decode(task, setting))
+        if (i + 1) % 50 == 0:
+            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    return runs
+
+
+def task_counts(tasks) -> dict[str, int]:
+    """How many single- and multi-line tasks a run decoded (its result file's `tasks`)."""
+    return {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
+
+
 def add_server_args(ap) -> None:
     """The arguments of a benchmark that types held-out code into `spanfill serve` (replay, soak)."""
     ap.add_argument("--model", help="model directory passed to the server (default: the shipped model)")

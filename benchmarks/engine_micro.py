@@ -95,7 +95,8 @@ def main(argv=None) -> int:
                 engine.compiled.token_step(token, ctx.context_tokens, kv)
         rows.append({"what": "AR token step (+logits), compiled", **summary(timed(token_step, args.repeats))})
     for mode, steps in [("diffusion", 1), ("diffusion", 2), ("diffusion", 4), ("diffusion", 8), ("ar", None)]:
-        req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode)
+        req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode,
+                                check=None)   # the span's steps alone: benchmarks/check.py times the check
         passes = engine.complete(req).steps_run
         name = f"completion AR ({passes} tokens)" if mode == "ar" else f"completion T={steps}"
         rows.append({"what": name, "mode": mode, "steps": steps, "forward_passes": passes,

@@ -7,7 +7,8 @@
 spanfill modes are timed with the task's context already in the KV cache (as while typing: the
 server's reuse rate is in the replay benchmark) and also cold for T=4 and AR; `generate()` has no
 cross-request cache, so it is timed cold (prefill + decode) — the cold rows are the like-for-like
-comparison. Writes results/engine_sweep.json and .png.
+comparison. Diffusion's text is the span's own (check=None: benchmarks/check.py measures the AR check).
+Writes results/engine_sweep.json and .png.
 """
 from __future__ import annotations
 
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
                 engine.cache.clear()
             else:
                 warm(engine, task)
-            s = score(engine, task, span_length=L, steps=T, mode=mode, rule=rule)
+            s = score(engine, task, span_length=L, steps=T, mode=mode, rule=rule, check=None)
             if (name, kind) == ("AR L=32", "cold"):
                 ar_text = s.text
             results.setdefault((name, kind, L, T), []).append(s)

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, load_engine, write  # noqa: E402
+from common import add_task_args, alternate, load_engine, task_counts, write  # noqa: E402
 
-from spanfill.engine import DEFAULT_LENGTH, LENGTHS, build_tasks, read_split, score, summarise, warm  # noqa: E402
+from spanfill.engine import DEFAULT_LENGTH, LENGTHS, build_tasks, read_split, score, summarise  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -39,26 +39,18 @@ def main(argv=None) -> int:
         args.lengths = [name for name in LENGTHS if name not in ("head", "auto") or engine.model.length_head is not None]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     settings = [("diffusion", length) for length in args.lengths] + ([] if args.no_ar else [("ar", DEFAULT_LENGTH)])
-    runs: dict[tuple[str, str, str], list] = {}
-    for i, task in enumerate(tasks):
-        warm(engine, task)
-        shift = i % len(settings)
-        for mode, length in settings[shift:] + settings[:shift]:
-            runs.setdefault((task.kind, mode, length), []).append(
-                score(engine, task, steps=args.steps, mode=mode, length=length, check=None))
-        if (i + 1) % 50 == 0:
-            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    runs = alternate(engine, tasks, settings, lambda task, setting: score(
+        engine, task, steps=args.steps, mode=setting[0], length=setting[1], check=None))
     rows = [{"kind": kind, "mode": mode, "length": length if mode == "diffusion" else None,
              "steps": args.steps if mode == "diffusion" else None, **summarise(vals)}
-            for (kind, mode, length), vals in sorted(runs.items())]
+            for (kind, (mode, length)), vals in sorted(runs.items())]
     for r in rows:
         name = r["length"] if r["mode"] == "diffusion" else "AR"
         print(f"{r['kind']:<7} {name:<18} shown EM {r['shown_exact_match']:6.1%}  ES {r['shown_edit_similarity']:.3f}  "
               f"chars {r['shown_chars_mean']:5.1f} (reference {r['reference_chars_mean']:5.1f})  "
               f"p50 {r['latency_median_ms']:6.1f} ms  p95 {r['latency_p95_ms']:6.1f} ms  passes {r['forward_passes_mean']:.2f}")
     out = write("length", {"engine": engine.info, "steps": args.steps, "default_length": DEFAULT_LENGTH,
-                           "tasks": {"single": sum(t.kind == "single" for t in tasks),
-                                     "multi": sum(t.kind == "multi" for t in tasks)}, "rows": rows,
+                           "tasks": task_counts(tasks), "rows": rows,
                            "command": "python benchmarks/length.py " + " ".join(argv if argv is not None else sys.argv[1:])})
     print(f"wrote {out}")
     return 0

@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, load_engine, write  # noqa: E402
+from common import add_task_args, alternate, load_engine, write  # noqa: E402
 
-from spanfill.engine import build_tasks, read_split, score, shrink_lengths, start_span, summarise, warm  # noqa: E402
+from spanfill.engine import build_tasks, read_split, score, shrink_lengths, start_span, summarise  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -37,12 +37,8 @@ def main(argv=None) -> int:
         return 1
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     settings = {"whole": dict(span_length=L, shrink_span=False), "cut": dict(span_length=L), "default": {}}
-    names = list(settings)
-    runs: dict[tuple[str, str], list] = {}
-    for i, task in enumerate(tasks):
-        warm(engine, task)
-        for name in names[i % 3:] + names[:i % 3]:
-            runs.setdefault((task.kind, name), []).append(score(engine, task, steps=args.steps, check=None, **settings[name]))
+    runs = alternate(engine, tasks, list(settings),
+                     lambda task, name: score(engine, task, steps=args.steps, check=None, **settings[name]))
     rows = [{"kind": kind, "setting": setting, **summarise(vals)} for (kind, setting), vals in sorted(runs.items())]
     for r in rows:
         print(f"{r['kind']:<7} {r['setting']:<8} p50 {r['latency_median_ms']:6.1f} ms  p95 {r['latency_p95_ms']:6.1f} ms  "
