@@ -18,18 +18,26 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, alternate, load_engine, task_counts, write  # noqa: E402
+from common import add_task_args, alternate, load_engine, paired, task_counts, write  # noqa: E402
 
 from spanfill.engine import CompletionRequest, Cursor, build_tasks, finish, read_split, score_text, summarise  # noqa: E402
 
-CHECKS = ("none", "0.03", "0.1", "0.3", "1")     # "none": the draft as it is; 1: AR's own choices only
+# "none": the draft as it is; 1: AR's own choices only; "0.03:2" (the request's default at a single-line
+# cursor, api.CHECKED_STEPS): a draft of 2 steps, where the others run --steps
+CHECKS = ("none", "0.03", "0.03:2", "0.1", "0.3", "1")
+
+
+def parse(setting: str, steps: int) -> tuple[float | None, int]:
+    """(acceptance or None, the draft's steps) of a CHECKS-style entry; "0.03:2" drafts in 2 steps."""
+    check, _, own_steps = setting.partition(":")
+    return (None if check in ("ar", "none") else float(check)), int(own_steps or steps)
 
 
 def run(engine, task, steps: int, setting: str):
     """(score, draft tokens kept) of one task under one setting ("ar" or a CHECKS entry)."""
     cursor = Cursor(task.prefix, task.suffix)
     mode = "ar" if setting == "ar" else "diffusion"
-    check = None if setting in ("ar", "none") else float(setting)
+    check, steps = parse(setting, steps)
     req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check,
                             would_show=lambda raw: finish(raw, cursor, python=True) is not None)
     t0 = time.perf_counter()
@@ -38,19 +46,11 @@ def run(engine, task, steps: int, setting: str):
     return score_text(task, result.texts[0], ms, result.forward_passes), (result.kept_tokens or [0])[0]
 
 
-def paired(a: list, b: list) -> dict:
-    """Task by task, a against b: exact matches won and lost, mean shown edit-similarity difference ± SE."""
-    diffs = [x.shown_edit_similarity - y.shown_edit_similarity for x, y in zip(a, b)]
-    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
-    return {"won": sum(x.shown_exact_match and not y.shown_exact_match for x, y in zip(a, b)),
-            "lost": sum(y.shown_exact_match and not x.shown_exact_match for x, y in zip(a, b)),
-            "es_diff": statistics.fmean(diffs), "es_diff_se": se}
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_task_args(ap)
-    ap.add_argument("--checks", nargs="+", default=list(CHECKS), help=f"default: {' '.join(CHECKS)}")
+    ap.add_argument("--checks", nargs="+", default=list(CHECKS),
+                    help=f"default: {' '.join(CHECKS)}; ACCEPTANCE:T drafts in T steps instead of --steps")
     ap.add_argument("--eager", action="store_true", help="the eager steps (the compiled ones by default)")
     args = ap.parse_args(argv)
     engine = load_engine(args.model, eager=args.eager)
@@ -63,15 +63,18 @@ def main(argv=None) -> int:
     rows = []
     for (kind, setting), vals in sorted(runs.items()):
         scores = [s for s, _ in vals]
-        row = {"kind": kind, "setting": setting, "steps": None if setting == "ar" else args.steps, **summarise(scores),
+        acceptance, steps = parse(setting, args.steps)
+        row = {"kind": kind, "setting": setting, "steps": None if setting == "ar" else steps, **summarise(scores),
                "kept_tokens_mean": statistics.fmean(k for _, k in vals)}
-        if setting not in ("ar", "none") and "none" in settings:
+        if setting != "ar" and acceptance is not None and "none" in settings:
             row["vs_unchecked"] = paired(scores, [s for s, _ in runs[(kind, "none")]])
         if setting != "ar":
             row["vs_ar"] = paired(scores, [s for s, _ in runs[(kind, "ar")]])
         rows.append(row)
     for r in rows:
-        name = "AR" if r["setting"] == "ar" else ("draft unchecked" if r["setting"] == "none" else f"check {r['setting']}")
+        acceptance = parse(r["setting"], args.steps)[0]
+        name = "AR" if r["setting"] == "ar" else "draft unchecked" if acceptance is None else f"check {acceptance:g}"
+        name += f" T={r['steps']}" if ":" in r["setting"] else ""
         vs = "".join(f"  vs {who}: EM +{p['won']}/-{p['lost']} ES {p['es_diff']:+.4f}±{p['es_diff_se']:.4f}"
                      for who, p in (("draft", r.get("vs_unchecked")), ("AR", r.get("vs_ar"))) if p)
         print(f"{r['kind']:<7} {name:<16} shown EM {r['shown_exact_match']:6.1%}  ES {r['shown_edit_similarity']:.3f}  "

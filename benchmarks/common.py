@@ -66,6 +66,16 @@ def task_counts(tasks) -> dict[str, int]:
     return {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
 
 
+def paired(a: list, b: list) -> dict:
+    """Scores of the same tasks, task by task, a against b: exact matches won and lost as shown, and the
+    mean shown edit-similarity difference with its standard error."""
+    diffs = [x.shown_edit_similarity - y.shown_edit_similarity for x, y in zip(a, b, strict=True)]
+    se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else 0.0
+    return {"won": sum(x.shown_exact_match and not y.shown_exact_match for x, y in zip(a, b)),
+            "lost": sum(y.shown_exact_match and not x.shown_exact_match for x, y in zip(a, b)),
+            "es_diff": statistics.fmean(diffs), "es_diff_se": se}
+
+
 def add_server_args(ap) -> None:
     """The arguments of a benchmark that types held-out code into `spanfill serve` (replay, soak)."""
     ap.add_argument("--model", help="model directory passed to the server (default: the shipped model)")

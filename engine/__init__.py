@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 
-from .api import (DEFAULT_CHECK, DEFAULT_LENGTH, DTYPES, LENGTHS, MAX_CANDIDATES, MAX_SPAN, MAX_STEPS, RULES,
+from .api import (CHECKED_STEPS, DEFAULT_CHECK, DEFAULT_LENGTH, DTYPES, LENGTHS, MAX_CANDIDATES, MAX_SPAN, MAX_STEPS, RULES,
                   CancelledError, CompletionRequest, CompletionResult, Timings)
 
 _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported on first access: most import torch)
@@ -65,7 +65,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "SAMPLE_SUFFIX": ".testing",
 }
 
-__all__ = ["DEFAULT_CHECK", "DEFAULT_LENGTH", "DTYPES", "LENGTHS", "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES",
+__all__ = ["CHECKED_STEPS", "DEFAULT_CHECK", "DEFAULT_LENGTH", "DTYPES", "LENGTHS", "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES",
            "CancelledError", "CompletionRequest", "CompletionResult", "Timings", *_LAZY]
 
 

@@ -23,6 +23,8 @@ DEFAULT_LENGTH: Length = "auto"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 MAX_SPAN = 256                             # the longest span L a request may ask for
 DEFAULT_CHECK = 0.03                       # CompletionRequest.check="auto" at a single-line cursor (benchmarks/check.py)
+CHECKED_STEPS = 2                          # T of a draft the AR check reads, where the request names none: with the
+                                           # check, as good as the model's 4 at two span steps less (benchmarks/check.py)
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
 DTYPES: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 
@@ -33,7 +35,7 @@ class CompletionRequest:
     suffix: str                          # text after the cursor
     snippets: list[Snippet] = field(default_factory=list)   # other files, most relevant first
     span_length: int | None = None       # L; None = the model's default
-    steps: int | None = None             # T; None = the model's default
+    steps: int | None = None             # T; None = the model's default (at most CHECKED_STEPS where the AR check runs)
     mode: Mode = "diffusion"
     rule: Rule = "content"               # how a step picks what to commit (denoise.py): "content" spreads
                                          # the steps over the non-pad positions, "fixed" commits L/T per

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from .api import CompletionRequest, CompletionResult, Timings, begin, check_request
+from .api import CHECKED_STEPS, CompletionRequest, CompletionResult, Timings, begin, check_request
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
 from .decoding.check import check_draft, resolve_check
 from .decoding.compiled import CompiledSteps
@@ -170,6 +170,8 @@ class Engine:
         # room for the model's whole span even when this request's is shorter: a shorter span's cache
         # views then never end at the buffer's end (a case the compiled steps warm up for the whole span only)
         accept = resolve_check(req.check, multiline) if req.mode == "diffusion" else None
+        if accept is not None and req.steps is None:
+            T = min(T, CHECKED_STEPS)
         lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length),
                                     need_hidden=req.mode == "ar" or head or accept is not None,
                                     encode=compiled.prefill if compiled else None)

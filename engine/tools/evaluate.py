@@ -25,13 +25,13 @@ from .scoring import Score, Task, build_tasks, decoding_label, score, summarise,
 
 
 # (mode, steps, commit rule[, AR fallback[, check]]); diffusion's draft unchecked under the default rule
-# at every T and the `fixed` rule beside it at T=2 and 4; at T=4 the AR check of the draft (its default,
-# `auto`: at single-line cursors) and the server's way: the check, then AR again when the editor would
-# show nothing; and the fallback alone
+# at every T and the `fixed` rule beside it at T=2 and 4; at T=4 with the AR fallback; and the request's
+# defaults (steps None): the AR check of the draft (`auto`: at single-line cursors, whose drafts then
+# run api.CHECKED_STEPS), alone and the server's way, with AR again when the editor would show nothing
 MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion", 4, "content"),
          ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"),
-         ("diffusion", 4, "content", True), ("diffusion", 4, "content", False, "auto"),
-         ("diffusion", 4, "content", True, "auto"), ("ar", None, "content")]
+         ("diffusion", 4, "content", True), ("diffusion", None, "content", False, "auto"),
+         ("diffusion", None, "content", True, "auto"), ("ar", None, "content")]
 
 
 def _fallback(mode: tuple) -> bool:

@@ -136,12 +136,14 @@ def summarise(scores: list[Score]) -> dict:
 
 
 def decoding_label(row: dict) -> str:
-    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule', 'diffusion T=4, AR fallback' or 'diffusion T=4,
-    AR check, AR fallback' for a result row: the default rule goes unnamed, and so do rows that record
-    no rule; the check is named with its acceptance unless it is the default ("auto")."""
+    """'AR', 'diffusion T=4', 'diffusion T=4, fixed rule', 'diffusion T=4, AR fallback' or 'diffusion,
+    default T, AR check, AR fallback' for a result row: the default rule goes unnamed, and so do rows
+    that record no rule; steps None is the request's default T; the check is named with its acceptance
+    unless it is the default ("auto")."""
     if row["mode"] == "ar":
         return "AR"
     rule, check = row.get("rule", "content"), row.get("check")
-    return (f"diffusion T={row['steps']}" + ("" if rule == "content" else f", {rule} rule")
+    return (("diffusion, default T" if row["steps"] is None else f"diffusion T={row['steps']}")
+            + ("" if rule == "content" else f", {rule} rule")
             + ("" if check is None else ", AR check" + ("" if check == "auto" else f" {check}"))
             + (", AR fallback" if row.get("fallback") else ""))

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from spanfill.engine import CompletionRequest
-from spanfill.engine import DEFAULT_CHECK
+from spanfill.engine import CHECKED_STEPS, DEFAULT_CHECK
 from spanfill.engine.decoding.check import check_draft, kept_length, resolve_check
 from spanfill.engine.decoding.denoise import ar_decode
 from spanfill.engine.decoding.prompt import context_ids
@@ -95,8 +95,9 @@ def test_the_engine_with_accept_one_shows_ar_modes_text(engine):
 
 
 def test_the_engine_without_a_check_shows_the_draft(engine):
-    plain = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=None))
-    lenient = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=0.0))
+    T = engine.model.cfg.steps      # named, so both run the same draft (a checked one runs CHECKED_STEPS otherwise)
+    plain = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=None, steps=T))
+    lenient = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, check=0.0, steps=T))
     assert plain.kept_tokens == [] and plain.timings.check_ms == 0.0
     assert 1 <= plain.steps_run <= engine.model.cfg.steps
     if plain.finished[0]:              # a finished draft that every probability clears stands as it is
@@ -115,6 +116,20 @@ def test_auto_checks_at_a_single_line_cursor_only(engine):
     block = engine.complete(CompletionRequest(prefix="def f(x):\n    ", suffix="\n\nf(1)\n"))
     assert len(single.kept_tokens) == 1 and single.check_passes >= 1
     assert block.kept_tokens == [] and block.check_passes == 0
+
+
+def test_a_checked_draft_runs_checked_steps_unless_the_request_names_its_steps(engine, monkeypatch):
+    steps = []                      # the T each request's span was denoised with
+    denoise = engine._diffusion
+    monkeypatch.setattr(engine, "_diffusion", lambda entry, C, L, T, *rest: steps.append(T) or denoise(entry, C, L, T, *rest))
+    T = engine.model.cfg.steps
+    assert T > CHECKED_STEPS
+    single = {"prefix": "total = compute(", "suffix": ")\nprint(total)\n"}     # `auto` checks here
+    multi = {"prefix": "def f(x):\n    ", "suffix": "\n\nf(1)\n"}           # and not here
+    for cursor, request in ((single, {}), (single, {"check": 0.5}), (single, {"check": None}), (single, {"steps": T}),
+                            (multi, {}), (multi, {"check": 0.5})):
+        engine.complete(CompletionRequest(**cursor, **request))
+    assert steps == [CHECKED_STEPS, CHECKED_STEPS, T, T, T, CHECKED_STEPS]
 
 
 @pytest.mark.parametrize("bad", [-0.1, 1.5, True, "always"])

@@ -51,3 +51,6 @@ def test_rows_name_their_decoding():
     assert ev.decoding_label({"mode": "diffusion", "steps": 4, "rule": "content"}) == "diffusion T=4"
     assert ev.decoding_label({"mode": "diffusion", "steps": 2, "rule": "fixed"}) == "diffusion T=2, fixed rule"
     assert ev.decoding_label({"mode": "diffusion", "steps": 4}) == "diffusion T=4"   # older result files
+    assert ev.decoding_label({"mode": "diffusion", "steps": 4, "check": "auto", "fallback": True}) == \
+        "diffusion T=4, AR check, AR fallback"
+    assert ev.decoding_label({"mode": "diffusion", "steps": None, "check": 0.1}) == "diffusion, default T, AR check 0.1"

@@ -1,0 +1,88 @@
+"""Checkpoints side by side: the same held-out single- and multi-line tasks completed by two or more
+model directories as the server asks (the request's defaults, so the AR check at a single-line
+cursor, and the AR fallback), every model on every task in one process (the order rotates with the
+task). Per model and kind: exact match and edit similarity as the editor shows them, chars shown
+beside the reference's, latency; and, paired task by task against the first model, the exact
+matches won and lost, a two-sided sign test on them, and the mean shown edit-similarity difference
+with its standard error. A new shipped checkpoint (engine/tools/ship.py) is one this says is better.
+Writes results/checkpoints.json.
+
+    python benchmarks/checkpoints.py --data /work/data --models shipped /work/runs/v4 --single 1000 --multi 200 --eager
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import add_task_args, load_engine, paired, task_counts, write  # noqa: E402
+
+from spanfill.engine import build_tasks, read_split, score, summarise, warm  # noqa: E402
+
+SHIPPED = "shipped"     # --models entry naming the model the package ships
+
+
+def sign_test(won: int, lost: int) -> float:
+    """Two-sided p of `won` against `lost` under a fair coin (ties, tasks both or neither got, left out)."""
+    n, k = won + lost, min(won, lost)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_task_args(ap)
+    ap.add_argument("--models", nargs="+", required=True,
+                    help=f"two or more checkpoint dirs ('{SHIPPED}': the shipped model); the first is the baseline")
+    ap.add_argument("--eager", action="store_true", help="the eager steps (the compiled ones by default)")
+    args = ap.parse_args(argv)
+    if len(args.models) < 2:
+        ap.error("--models needs at least two checkpoints")
+    engines = {}
+    for name in args.models:
+        engine = load_engine(None if name == SHIPPED else name, eager=args.eager)
+        if engine.compiled is not None:
+            engine.compiled.strict = False    # the check's pass over the draft runs eagerly by design
+        engines[name] = engine
+    first = engines[args.models[0]]
+    if any(e.tokenizer.vocab_size != first.tokenizer.vocab_size for e in engines.values()):
+        sys.stderr.write("note: the models' tokenizers differ; tasks are cut by the first model's\n")
+    tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, first.tokenizer,
+                        first.model.cfg.span_length)
+    names = list(engines)
+    runs: dict[tuple, list] = {}
+    for i, task in enumerate(tasks):
+        shift = i % len(names)
+        for name in names[shift:] + names[:shift]:
+            warm(engines[name], task)
+            runs.setdefault((task.kind, name), []).append(score(engines[name], task, fallback=True))
+        if (i + 1) % 50 == 0:
+            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    rows = []
+    for kind in ("single", "multi"):
+        for name in names:
+            if (kind, name) not in runs:
+                continue
+            row = {"kind": kind, "model": name, "info": engines[name].info, **summarise(runs[(kind, name)])}
+            if name != names[0]:
+                vs = paired(runs[(kind, name)], runs[(kind, names[0])])
+                row["vs_first"] = {**vs, "sign_test_p": sign_test(vs["won"], vs["lost"])}
+            rows.append(row)
+            vs = row.get("vs_first")
+            print(f"{kind:<7} {name:<28} shown EM {row['shown_exact_match']:6.1%}  ES {row['shown_edit_similarity']:.3f}  "
+                  f"chars {row['shown_chars_mean']:5.1f} ({row['reference_chars_mean']:5.1f})  "
+                  f"p50 {row['latency_median_ms']:6.1f} ms"
+                  + (f"  vs {names[0]}: EM +{vs['won']}/-{vs['lost']} (p {vs['sign_test_p']:.3f}) "
+                     f"ES {vs['es_diff']:+.4f}±{vs['es_diff_se']:.4f}" if vs else ""))
+    out = write("checkpoints", {"models": names, "eager": args.eager, "tasks": task_counts(tasks), "rows": rows,
+                                "command": "python benchmarks/checkpoints.py "
+                                + " ".join(argv if argv is not None else sys.argv[1:])})
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
