@@ -27,18 +27,19 @@ from spanfill.engine import CompletionRequest, Cursor, build_tasks, finish, read
 CHECKS = ("none", "0.03", "0.03:2", "0.1", "0.3", "1")
 
 
-def parse(setting: str, steps: int) -> tuple[float | None, int]:
-    """(acceptance or None, the draft's steps) of a CHECKS-style entry; "0.03:2" drafts in 2 steps."""
-    check, _, own_steps = setting.partition(":")
-    return (None if check in ("ar", "none") else float(check)), int(own_steps or steps)
+def parse(setting: str, steps: int) -> tuple[float | None, int, int | None]:
+    """(acceptance or None, the draft's steps, its span or None for the request's default) of a CHECKS-style
+    entry ACCEPTANCE[:T[:L]]: "0.03:2" drafts in 2 steps, "0.03:2:8" on a span of 8 positions."""
+    check, own_steps, span = (setting.split(":") + ["", ""])[:3]
+    return (None if check in ("ar", "none") else float(check)), int(own_steps or steps), int(span) if span else None
 
 
 def run(engine, task, steps: int, setting: str):
     """(score, draft tokens kept) of one task under one setting ("ar" or a CHECKS entry)."""
     cursor = Cursor(task.prefix, task.suffix)
     mode = "ar" if setting == "ar" else "diffusion"
-    check, steps = parse(setting, steps)
-    req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check,
+    check, steps, span = parse(setting, steps)
+    req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check, span_length=span,
                             would_show=lambda raw: finish(raw, cursor, python=True) is not None)
     t0 = time.perf_counter()
     result = engine.complete(req)
@@ -50,7 +51,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_task_args(ap)
     ap.add_argument("--checks", nargs="+", default=list(CHECKS),
-                    help=f"default: {' '.join(CHECKS)}; ACCEPTANCE:T drafts in T steps instead of --steps")
+                    help=f"default: {' '.join(CHECKS)}; ACCEPTANCE:T drafts in T steps instead of --steps, "
+                         "ACCEPTANCE:T:L on a span of L positions instead of the request's default")
     ap.add_argument("--eager", action="store_true", help="the eager steps (the compiled ones by default)")
     args = ap.parse_args(argv)
     engine = load_engine(args.model, eager=args.eager)
@@ -63,8 +65,9 @@ def main(argv=None) -> int:
     rows = []
     for (kind, setting), vals in sorted(runs.items()):
         scores = [s for s, _ in vals]
-        acceptance, steps = parse(setting, args.steps)
-        row = {"kind": kind, "setting": setting, "steps": None if setting == "ar" else steps, **summarise(scores),
+        acceptance, steps, span = parse(setting, args.steps)
+        row = {"kind": kind, "setting": setting, "steps": None if setting == "ar" else steps, "span_length": span,
+               **summarise(scores),
                "kept_tokens_mean": statistics.fmean(k for _, k in vals)}
         if setting != "ar" and acceptance is not None and "none" in settings:
             row["vs_unchecked"] = paired(scores, [s for s, _ in runs[(kind, "none")]])
@@ -75,6 +78,7 @@ def main(argv=None) -> int:
         acceptance = parse(r["setting"], args.steps)[0]
         name = "AR" if r["setting"] == "ar" else "draft unchecked" if acceptance is None else f"check {acceptance:g}"
         name += f" T={r['steps']}" if ":" in r["setting"] else ""
+        name += f" L={r['span_length']}" if r["span_length"] else ""
         vs = "".join(f"  vs {who}: EM +{p['won']}/-{p['lost']} ES {p['es_diff']:+.4f}±{p['es_diff_se']:.4f}"
                      for who, p in (("draft", r.get("vs_unchecked")), ("AR", r.get("vs_ar"))) if p)
         print(f"{r['kind']:<7} {name:<16} shown EM {r['shown_exact_match']:6.1%}  ES {r['shown_edit_similarity']:.3f}  "
