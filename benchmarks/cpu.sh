@@ -33,7 +33,7 @@ $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --background-load 2 -
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --background-load 2 --name replay_busy_threads2
 $PY benchmarks/families.py --threads 1
 $PY benchmarks/length.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --single 300 --multi 150
-$PY benchmarks/check.py --data "$DATA" "${MODEL_ARGS[@]}" --single 300 --multi 150
+$PY benchmarks/check.py --data "$DATA" "${MODEL_ARGS[@]}" --single 1000 --multi 200
 $PY benchmarks/train_throughput.py --data "$DATA"
 # opt-in: 30 minutes of typing with document churn, then the bounded-resources cases (the soak table)
 if [ "${SOAK:-0}" = 1 ]; then
