@@ -167,11 +167,11 @@ class Engine:
         if head and self.model.length_head is None:
             raise ValueError(f"length='head' needs a model with a length head; {self.name} has none "
                              f"(config.length_classes = 0): use length='pad'")
-        # room for the model's whole span even when this request's is shorter: a shorter span's cache
-        # views then never end at the buffer's end (a case the compiled steps warm up for the whole span only)
         accept = resolve_check(req.check, multiline) if req.mode == "diffusion" else None
         if accept is not None and req.steps is None:
             T = min(T, CHECKED_STEPS)
+        # room for the model's whole span even when this request's is shorter: a shorter span's cache
+        # views then never end at the buffer's end (a case the compiled steps warm up for the whole span only)
         lookup = self.cache.prepare(ids, room_after=max(L, self.model.cfg.span_length),
                                     need_hidden=req.mode == "ar" or head or accept is not None,
                                     encode=compiled.prefill if compiled else None)
