@@ -233,7 +233,7 @@ def check_section(r: dict, where: str = "") -> list[str]:
              f"{x['kept_tokens_mean']:.1f}", ms(x["latency_median_ms"]), f"{x['forward_passes_mean']:.1f}",
              vs(x.get("vs_unchecked")), vs(x.get("vs_ar"))]
             for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["setting"] == "ar"))]
-    return [f"**AR check of the draft** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}, the AR "
+    return [f"**AR check of the draft** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']} unless a row names its own, the AR "
             f"fallback on, as the server asks): each acceptance, the draft unchecked and AR mode alternating task by task "
             f"in one process; what an editor shows; *kept*: the draft's tokens the check kept; *vs*: exact matches won / "
             f"lost and the edit-similarity difference ± its standard error, task by task:", "",
