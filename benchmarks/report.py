@@ -189,6 +189,7 @@ the benchmark that wrote it, then the report.
 | `benchmarks/families.py --threads 1` | the public diffusion checkpoints' real shapes with random weights: prefill, span step, head and whole completions with and without the dual cache (latency only) |
 | `benchmarks/length.py --data DATA --eager --single 300 --multi 150` | the length strategies and AR alternating task by task: exact match and edit similarity as shown, chars shown beside the reference's, latency |
 | `benchmarks/check.py --data DATA --single 1000 --multi 200` | the AR check of diffusion's draft at several acceptances, the draft unchecked and AR alternating task by task: exact match and edit similarity as shown, chars shown, draft tokens kept, latency, paired wins and losses |
+| `benchmarks/checkpoints.py --data DATA --models shipped RUN --single 1000 --multi 200 --eager` | checkpoints side by side as the server asks, task by task: exact match and edit similarity as shown, paired wins and losses against the first with a sign test (whether a new checkpoint ships) |
 | `benchmarks/train_throughput.py --data DATA` | a training step's tokens/s and model FLOPs against a matmul's rate: eager or compiled, fp32 or bf16, padded or bucketed batches, batch sizes |
 | `benchmarks/soak.py --data DATA` | a long typing run (`--minutes`, default 30) through the real server with documents opened and closed around it: RSS growth and round-trip drift once warm, failures; then RSS and answers with many documents open, a large document and a long single line |
 
