@@ -1,11 +1,11 @@
 """The AR check of diffusion's draft (`CompletionRequest.check`, engine/decoding/check.py) at several
-acceptances, beside diffusion's draft unchecked and AR decoding of the same weights: held-out single-
-and multi-line tasks, every setting on every task in one process (the order rotates with the task),
-each as the server asks (the AR fallback on). Per setting and kind: exact match and edit similarity as
-the editor shows them, chars shown beside the reference's, latency, forward passes, how many of the
-middle's tokens are the draft's; and, paired task by task against the unchecked draft and against AR,
-the tasks won and lost on exact match and the mean edit-similarity difference with its standard error.
-Writes results/check.json.
+acceptances and as the request's default (`auto`), beside diffusion's draft unchecked and AR decoding
+of the same weights: held-out single- and multi-line tasks, every setting on every task in one process
+(the order rotates with the task), each as the server asks (the AR fallback on). Per setting and kind:
+exact match and edit similarity as the editor shows them, chars shown beside the reference's, latency,
+forward passes, how many of the middle's tokens are the draft's; and, paired task by task against the
+unchecked draft and against AR, the tasks won and lost on exact match and the mean edit-similarity
+difference with its standard error. Writes results/check.json.
 
     python benchmarks/check.py --data /work/data --single 1000 --multi 200
 """
@@ -22,16 +22,20 @@ from common import add_task_args, alternate, load_engine, paired, task_counts, w
 
 from spanfill.engine import CompletionRequest, Cursor, build_tasks, finish, read_split, score_text, summarise  # noqa: E402
 
-# "none": the draft as it is; 1: AR's own choices only; "0.03:2" (the request's default at a single-line
-# cursor, api.CHECKED_STEPS): a draft of 2 steps, where the others run --steps
-CHECKS = ("none", "0.03", "0.03:2", "0.1", "0.3", "1")
+# "auto": the request's defaults (at a single-line cursor a draft of api.CHECKED_STEPS, its tokens held to
+# DEFAULT_CHECK and its end to DEFAULT_END_CHECK; unchecked at a multi-line one); "none": the draft as it
+# is; 1: AR's own choices only; "0.03:2": a draft of 2 steps, where the others run --steps
+CHECKS = ("auto", "none", "0.03", "0.03:2", "0.1", "0.3", "1")
 
 
-def parse(setting: str, steps: int) -> tuple[float | None, int, int | None]:
-    """(acceptance or None, the draft's steps, its span or None for the request's default) of a CHECKS-style
-    entry ACCEPTANCE[:T[:L]]: "0.03:2" drafts in 2 steps, "0.03:2:8" on a span of 8 positions."""
+def parse(setting: str, steps: int) -> tuple[float | str | None, int | None, int | None]:
+    """(acceptance, "auto" or None; the draft's steps, None for the request's default; its span, None for
+    the request's default) of a CHECKS-style entry ACCEPTANCE[:T[:L]]: "0.03:2" drafts in 2 steps,
+    "0.03:2:8" on a span of 8 positions."""
     check, own_steps, span = (setting.split(":") + ["", ""])[:3]
-    return (None if check in ("ar", "none") else float(check)), int(own_steps or steps), int(span) if span else None
+    acceptance = None if check in ("ar", "none") else check if check == "auto" else float(check)
+    return (acceptance, int(own_steps) if own_steps else None if check == "auto" else steps,
+            int(span) if span else None)
 
 
 def run(engine, task, steps: int, setting: str):
@@ -39,8 +43,8 @@ def run(engine, task, steps: int, setting: str):
     cursor = Cursor(task.prefix, task.suffix)
     mode = "ar" if setting == "ar" else "diffusion"
     check, steps, span = parse(setting, steps)
-    req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check, span_length=span,
-                            would_show=lambda raw: finish(raw, cursor, python=True) is not None)
+    req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check,
+                            span_length=span, would_show=lambda raw: finish(raw, cursor, python=True) is not None)
     t0 = time.perf_counter()
     result = engine.complete(req)
     ms = (time.perf_counter() - t0) * 1e3
@@ -76,7 +80,8 @@ def main(argv=None) -> int:
         rows.append(row)
     for r in rows:
         acceptance = parse(r["setting"], args.steps)[0]
-        name = "AR" if r["setting"] == "ar" else "draft unchecked" if acceptance is None else f"check {acceptance:g}"
+        name = ("AR" if r["setting"] == "ar" else "draft unchecked" if acceptance is None
+                else "auto (default)" if acceptance == "auto" else f"check {acceptance:g}")
         name += f" T={r['steps']}" if ":" in r["setting"] else ""
         name += f" L={r['span_length']}" if r["span_length"] else ""
         vs = "".join(f"  vs {who}: EM +{p['won']}/-{p['lost']} ES {p['es_diff']:+.4f}±{p['es_diff_se']:.4f}"

@@ -226,7 +226,7 @@ def check_section(r: dict, where: str = "") -> list[str]:
         return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
     def name(x: dict) -> str:     # "0.03:2:8": acceptance 0.03 on a draft of 2 steps (T otherwise the run's), L=8
         acceptance, steps, span = (x["setting"].split(":") + ["", ""])[:3]
-        label = {"ar": "AR", "none": "draft unchecked"}.get(acceptance, f"check {acceptance}")
+        label = {"ar": "AR", "none": "draft unchecked", "auto": "the default (`auto`)"}.get(acceptance, f"check {acceptance}")
         return label + (f", T={steps}" if steps else "") + (f", L={span}" if span else "")
     rows = [[x["kind"] + "-line", name(x), x["tasks"], pct(x["shown_exact_match"]),
              f"{x['shown_edit_similarity']:.3f}", f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})",

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import importlib
 
-from .api import (CHECKED_STEPS, DEFAULT_CHECK, DEFAULT_LENGTH, DTYPES, LENGTHS, MAX_CANDIDATES, MAX_SPAN, MAX_STEPS,
-                  RULES, CancelledError, CompletionRequest, CompletionResult, Timings)
+from .api import (CHECKED_STEPS, DEFAULT_CHECK, DEFAULT_END_CHECK, DEFAULT_LENGTH, DTYPES, LENGTHS, MAX_CANDIDATES,
+                  MAX_SPAN, MAX_STEPS, RULES, CancelledError, CompletionRequest, CompletionResult, Timings)
 
 _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported on first access: most import torch)
     "Engine": ".engine",
@@ -65,8 +65,8 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "SAMPLE_SUFFIX": ".testing",
 }
 
-__all__ = ["CHECKED_STEPS", "DEFAULT_CHECK", "DEFAULT_LENGTH", "DTYPES", "LENGTHS", "MAX_CANDIDATES", "MAX_SPAN",
-           "MAX_STEPS", "RULES", "CancelledError", "CompletionRequest", "CompletionResult", "Timings", *_LAZY]
+__all__ = ["CHECKED_STEPS", "DEFAULT_CHECK", "DEFAULT_END_CHECK", "DEFAULT_LENGTH", "DTYPES", "LENGTHS",
+           "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES", "CancelledError", "CompletionRequest", "CompletionResult", "Timings", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -23,6 +23,7 @@ DEFAULT_LENGTH: Length = "auto"
 MAX_STEPS = 128                            # the most denoising steps T a setting or a shipped model may ask for
 MAX_SPAN = 256                             # the longest span L a request may ask for
 DEFAULT_CHECK = 0.03                       # CompletionRequest.check="auto" at a single-line cursor (benchmarks/check.py)
+DEFAULT_END_CHECK = 0.3                    # and for the draft's <|eom|>: the draft ends a middle early more often than AR
 CHECKED_STEPS = 2                          # T of a draft the AR check reads, where the request names none: with the
                                            # check, as good as the model's 4 at two span steps less (benchmarks/check.py)
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
@@ -61,7 +62,7 @@ class CompletionRequest:
                                          # (decoding/check.py): a draft token stands with AR probability >= check
                                          # (or as AR's first choice), AR writes the rest from the first that does
                                          # not; None: the draft as it is; "auto": DEFAULT_CHECK at a single-line
-                                         # cursor, None at a multi-line one. Models without an AR path skip it
+                                         # cursor (DEFAULT_END_CHECK for the draft's end), None at a multi-line one. Models without an AR path skip it
     would_show: Callable[[str], bool] | None = None   # whether the caller would show a candidate (the server:
                                          # post-processing, the Python gate); a diffusion request with none it
                                          # would show is decoded again by AR (one greedy candidate), unless it

@@ -274,10 +274,12 @@ class Engine:
         return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 
-    def _check(self, entry, C: int, rows: list[list[int]], accept: float, temps: list[float], req: CompletionRequest,
-               gen, deadline, healing: Healing, compiled, multiline: bool) -> tuple[list[list[int]], list[int], int, bool, bool]:
+    def _check(self, entry, C: int, rows: list[list[int]], accept: tuple[float, float], temps: list[float],
+               req: CompletionRequest, gen, deadline, healing: Healing, compiled,
+               multiline: bool) -> tuple[list[list[int]], list[int], int, bool, bool]:
         """Each diffusion candidate checked by the AR path (check.py), up to AR's own length and stop:
-        (rows, draft tokens kept per row, forward passes, deadline hit, cancelled)."""
+        accept: (the tokens', the end's acceptance). (rows, draft tokens kept per row, forward passes,
+        deadline hit, cancelled)."""
         sp = self.tokenizer.special
         banned, stop = self._ar_rules(req, healing, multiline)
         token_step = compiled.token_step if compiled else None
@@ -286,9 +288,9 @@ class Engine:
         for row, temp in zip(rows, temps):
             end = row.index(sp.eom) + 1 if sp.eom in row else len(row)
             draft = [t for t in row[:end] if t not in (sp.pad, sp.mask)]
-            outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept, L_ar, sp.eom, banned,
+            outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept[0], L_ar, sp.eom, banned,
                                     healing.first_bias, stop, token_step, compiled.encode_every if compiled else None,
-                                    temp, req.top_p, gen, deadline, req.cancelled))
+                                    temp, req.top_p, gen, deadline, req.cancelled, accept_end=accept[1]))
         return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 

@@ -8,10 +8,12 @@ over the draft's tokens gives AR's distribution at every draft position at once.
 stands while AR gives it probability >= `accept`, or ranks it first; at the first that does not,
 AR's own choice replaces it and AR writes on, token by token, to <|eom|> or the caller's stop.
 `accept` = 1 keeps only what AR would have written itself (the text is AR's, in fewer passes);
-lower values keep more of the denoiser's choices where AR finds them plausible.
+lower values keep more of the denoiser's choices where AR finds them plausible. The draft's own
+<|eom|> may be held to a higher bar, `accept_end` (the default request's: 0.3), since a draft that
+ends is more often early than right.
 
     out = check_draft(model, kv, C, last_hidden, draft, accept=0.03, max_tokens=32, eom_id=eom,
-                      banned=[pad, mask, ...], first_bias=healing.first_bias, stop=stop)
+                      banned=[pad, mask, ...], first_bias=healing.first_bias, stop=stop, accept_end=0.3)
 """
 from __future__ import annotations
 
@@ -20,19 +22,20 @@ from typing import Callable
 
 import torch
 
-from ..api import DEFAULT_CHECK
+from ..api import DEFAULT_CHECK, DEFAULT_END_CHECK
 from ..core.family import ModelFamily
 from .denoise import DenoiseOutput, ar_decode, banned_bias
 
 
-def resolve_check(check: float | str | None, multiline: bool) -> float | None:
-    """The acceptance a request's `check` means at its cursor: "auto" checks at a single-line cursor
-    only. There the draft's misses are mostly a middle cut short, which AR's rest mends; at a
-    multi-line cursor AR's rest of a body scored below the draft with the AR fallback
-    (benchmarks/check.py), at several times the cost."""
+def resolve_check(check: float | str | None, multiline: bool) -> tuple[float, float] | None:
+    """(acceptance of the draft's tokens, of its <|eom|>) a request's `check` means at its cursor, None
+    for no check. "auto" checks at a single-line cursor only: there the draft's misses are mostly a
+    middle cut short, which AR's rest mends, so its end needs the higher DEFAULT_END_CHECK; at a
+    multi-line cursor AR's rest of a body scored below the draft with the AR fallback, at several
+    times the cost (benchmarks/check.py). An explicit acceptance holds for every token, the end too."""
     if check == "auto":
-        return None if multiline else DEFAULT_CHECK
-    return check
+        return None if multiline else (DEFAULT_CHECK, DEFAULT_END_CHECK)
+    return None if check is None else (check, check)
 
 
 @dataclass
@@ -44,11 +47,16 @@ class CheckOutput:
     cancelled: bool
 
 
-def kept_length(probs: torch.Tensor, draft: torch.Tensor, accept: float) -> int:
+def kept_length(probs: torch.Tensor, draft: torch.Tensor, accept: float, end_id: int | None = None,
+                accept_end: float | None = None) -> int:
     """How many leading draft tokens stand. probs: [N, V] AR's distribution at each draft position;
-    draft: [N] ids. A token stands with probability >= accept or as AR's first choice."""
+    draft: [N] ids. A token stands with probability >= accept (end_id: >= accept_end) or as AR's first
+    choice."""
     p = probs.gather(-1, draft[:, None]).squeeze(-1)                            # [N]
-    ok = (p >= accept) | (probs.argmax(-1) == draft)
+    need = torch.full_like(p, accept)
+    if end_id is not None and accept_end is not None:
+        need = need.masked_fill(draft == end_id, accept_end)
+    ok = (p >= need) | (probs.argmax(-1) == draft)
     return int(ok.long().cumprod(0).sum())
 
 
@@ -58,10 +66,11 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
                 token_step: Callable | None = None, encode_every: Callable | None = None,
                 temperature: float = 0.0, top_p: float = 1.0,
                 generator: torch.Generator | None = None, deadline: float | None = None,
-                cancelled: Callable[[], bool] | None = None) -> CheckOutput:
+                cancelled: Callable[[], bool] | None = None, accept_end: float | None = None) -> CheckOutput:
     """Check `draft` (the middle's tokens up to and including <|eom|>, no pads) against the causal
     path after the first context_len cached positions; last_hidden [1, D] predicts the middle's first
     token. kv needs room for context_len + max_tokens positions (those past context_len are scratch).
+    The draft's <|eom|> stands with probability >= accept_end (None: accept).
     The kept tokens are cut after the first that makes stop(tokens) true, as AR would have stopped;
     the rest is ar_decode's, with the same banned ids, first-token bias, stop and sampling.
     encode_every(tokens [1, N], start, kv) -> [N, D] is the check's pass (compiled.py), the eager
@@ -79,7 +88,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
         logits = logits + banned_bias(tuple(banned or ()), logits.shape[-1], logits.device)
         if first_bias is not None:
             logits[0] += first_bias.to(logits.dtype)
-        kept = kept_length(torch.softmax(logits, -1), ids[0], accept)
+        kept = kept_length(torch.softmax(logits, -1), ids[0], accept, eom_id, accept_end)
         for i in range(kept):   # what AR would have stopped at stays the end
             if draft[i] == eom_id or (stop is not None and stop(draft[:i + 1])):
                 return CheckOutput(draft[:i + 1], i + 1, 1, False, False)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from spanfill.engine import CompletionRequest
-from spanfill.engine import CHECKED_STEPS, DEFAULT_CHECK
+from spanfill.engine import CHECKED_STEPS, DEFAULT_CHECK, DEFAULT_END_CHECK
 from spanfill.engine.decoding.check import check_draft, kept_length, resolve_check
 from spanfill.engine.decoding.denoise import ar_decode
 from spanfill.engine.decoding.prompt import context_ids
@@ -23,6 +23,17 @@ def test_kept_length_keeps_the_leading_tokens_ar_finds_plausible_or_ranks_first(
     assert kept_length(probs, torch.tensor([1, 0, 0, 2]), 0.5) == 0      # 0.20 < 0.5 and not the first choice
     assert kept_length(probs, torch.tensor([0, 0, 0, 2]), 1.0) == 4      # accept 1: AR's own choices only
     assert kept_length(probs, torch.tensor([2, 2, 2, 0]), 0.0) == 4      # accept 0: the whole draft
+
+
+def test_the_drafts_end_can_need_a_higher_acceptance():
+    probs = torch.tensor([[0.70, 0.20, 0.10],
+                          [0.60, 0.15, 0.25],
+                          [0.10, 0.20, 0.70]])
+    end = 2
+    assert kept_length(probs, torch.tensor([1, 2, 0]), 0.1) == 3                 # 0.20, the end at 0.25
+    assert kept_length(probs, torch.tensor([1, 2, 0]), 0.1, end, 0.3) == 1       # the end at 0.25 < 0.3
+    assert kept_length(probs, torch.tensor([1, 1, 2]), 0.1, end, 0.3) == 3       # the end as AR's first choice
+    assert kept_length(probs, torch.tensor([1, 0, 0]), 0.1, end, 0.9) == 3       # only the end is held higher
 
 
 @pytest.fixture
@@ -79,6 +90,19 @@ def test_accept_zero_keeps_a_finished_draft_and_ar_finishes_an_unfinished_one(co
     assert unfinished.passes == len(rest)      # the check's pass made AR's first token
 
 
+def test_a_drafts_end_below_accept_end_is_written_on_by_ar(context):
+    model, kv, C, last, eom, banned = context
+    with torch.inference_mode():
+        out = check_draft(model, kv, C, last, [7, 12, eom], 0.0, 24, eom, banned, accept_end=1.0)
+        h = model.encode_context(torch.tensor([[7, 12]]), C, kv)
+        ends_first = int(model.logits(h).float().argmax()) == eom        # AR's own choice after [7, 12]
+        rest = ar_decode(model, kv, C + 2, h, 22, eom, banned=banned).span[0].tolist()
+    if ends_first:
+        assert out.tokens == [7, 12, eom] and out.kept == 3
+    else:
+        assert out.kept == 2 and out.tokens == [7, 12] + rest
+
+
 def test_a_kept_token_that_stops_ar_ends_the_middle(context):
     model, kv, C, last, eom, banned = context
     with torch.inference_mode():
@@ -110,8 +134,9 @@ def test_every_candidate_is_checked(engine):
 
 
 def test_auto_checks_at_a_single_line_cursor_only(engine):
-    assert resolve_check("auto", multiline=False) == DEFAULT_CHECK and resolve_check("auto", multiline=True) is None
-    assert resolve_check(0.5, multiline=True) == 0.5 and resolve_check(None, multiline=False) is None
+    assert resolve_check("auto", multiline=False) == (DEFAULT_CHECK, DEFAULT_END_CHECK)
+    assert resolve_check("auto", multiline=True) is None
+    assert resolve_check(0.5, multiline=True) == (0.5, 0.5) and resolve_check(None, multiline=False) is None
     single = engine.complete(CompletionRequest(prefix="total = compute(", suffix=")\nprint(total)\n"))
     block = engine.complete(CompletionRequest(prefix="def f(x):\n    ", suffix="\n\nf(1)\n"))
     assert len(single.kept_tokens) == 1 and single.check_passes >= 1
