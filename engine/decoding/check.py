@@ -9,8 +9,8 @@ stands while AR gives it probability >= `accept`, or ranks it first; at the firs
 AR's own choice replaces it and AR writes on, token by token, to <|eom|> or the caller's stop.
 `accept` = 1 keeps only what AR would have written itself (the text is AR's, in fewer passes);
 lower values keep more of the denoiser's choices where AR finds them plausible. The draft's own
-<|eom|> may be held to a higher bar, `accept_end` (the default request's: 0.3), since a draft that
-ends is more often early than right.
+<|eom|> may be held to a higher bar, `accept_end` (the default request's: 0.3): the draft ends a
+middle early more often than AR does.
 
     out = check_draft(model, kv, C, last_hidden, draft, accept=0.03, max_tokens=32, eom_id=eom,
                       banned=[pad, mask, ...], first_bias=healing.first_bias, stop=stop, accept_end=0.3)
