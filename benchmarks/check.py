@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer,
                         engine.model.cfg.span_length)
     settings = list(args.checks) + ["ar"]
-    runs = alternate(engine, tasks, settings, lambda task, setting: run(engine, task, args.steps, setting))
+    runs = alternate([engine], tasks, settings, lambda task, setting: run(engine, task, args.steps, setting))
     rows = []
     for (kind, setting), vals in sorted(runs.items()):
         scores = [s for s, _ in vals]

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, load_engine, paired, task_counts, write  # noqa: E402
+from common import add_task_args, alternate, load_engine, paired, task_counts, write  # noqa: E402
 
-from spanfill.engine import build_tasks, read_split, score, summarise, warm  # noqa: E402
+from spanfill.engine import build_tasks, read_split, score, summarise  # noqa: E402
 
 SHIPPED = "shipped"     # --models entry naming the model the package ships
 
@@ -53,14 +53,8 @@ def main(argv=None) -> int:
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, first.tokenizer,
                         first.model.cfg.span_length)
     names = list(engines)
-    runs: dict[tuple, list] = {}
-    for i, task in enumerate(tasks):
-        shift = i % len(names)
-        for name in names[shift:] + names[:shift]:
-            warm(engines[name], task)
-            runs.setdefault((task.kind, name), []).append(score(engines[name], task, fallback=True))
-        if (i + 1) % 50 == 0:
-            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    runs = alternate(list(engines.values()), tasks, names,
+                     lambda task, name: score(engines[name], task, fallback=True))
     rows = []
     for kind in ("single", "multi"):
         for name in names:

@@ -44,15 +44,16 @@ def add_task_args(ap) -> None:
     ap.add_argument("--steps", type=int, default=4)
 
 
-def alternate(engine, tasks, settings: list, decode) -> dict[tuple, list]:
+def alternate(engines: list, tasks, settings: list, decode) -> dict[tuple, list]:
     """Every setting on every held-out task in one process, so all see the same machine: each task's
-    context cached first (as typing up to the cursor would), then the settings in an order that rotates
-    with the task. decode(task, setting) -> one result; returns {(task.kind, setting): [results]},
-    with progress every 50 tasks on stderr."""
+    context cached first in every engine the settings use (as typing up to the cursor would), then the
+    settings in an order that rotates with the task. decode(task, setting) -> one result; returns
+    {(task.kind, setting): [results]}, with progress every 50 tasks on stderr."""
     from spanfill.engine import warm
     runs: dict[tuple, list] = {}
     for i, task in enumerate(tasks):
-        warm(engine, task)
+        for engine in engines:
+            warm(engine, task)
         shift = i % len(settings)
         for setting in settings[shift:] + settings[:shift]:
             runs.setdefault((task.kind, setting), []).append(decode(task, setting))

@@ -1,7 +1,7 @@
 """fp32 against int8 matmuls (engine/core/quantize.py, `dtype` `int8`) in one process: the shipped model
 loaded twice, both with their compiled CPU steps, decoding the same held-out single- and multi-line
-tasks at T=4 (the span's text, check=None) and in AR mode, the two alternating task by task (which goes first alternates too), so
-both see the same machine. Latency, exact match (raw and as the editor shows it), edit similarity
+tasks at T=4 (the span's text, check=None) and in AR mode, the two alternating task by task (which
+goes first alternates too), so both see the same machine. Latency, exact match (raw and as the editor shows it), edit similarity
 per setting, and each engine's compile time; writes results/int8.json.
 
     python benchmarks/int8.py --data /work/data
@@ -34,7 +34,8 @@ def main(argv=None) -> int:
             warm(engine, task)
         for dtype in (SETTINGS if i % 2 else SETTINGS[::-1]):
             for mode, steps in modes:
-                runs.setdefault((task.kind, mode, dtype), []).append(score(engines[dtype], task, steps=steps, mode=mode, check=None))
+                runs.setdefault((task.kind, mode, dtype), []).append(
+                    score(engines[dtype], task, steps=steps, mode=mode, check=None))
         if (i + 1) % 50 == 0:
             print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
     rows = []

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         args.lengths = [name for name in LENGTHS if name not in ("head", "auto") or engine.model.length_head is not None]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     settings = [("diffusion", length) for length in args.lengths] + ([] if args.no_ar else [("ar", DEFAULT_LENGTH)])
-    runs = alternate(engine, tasks, settings, lambda task, setting: score(
+    runs = alternate([engine], tasks, settings, lambda task, setting: score(
         engine, task, steps=args.steps, mode=setting[0], length=setting[1], check=None))
     rows = [{"kind": kind, "mode": mode, "length": length if mode == "diffusion" else None,
              "steps": args.steps if mode == "diffusion" else None, **summarise(vals)}

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
         return 1
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
     settings = {"whole": dict(span_length=L, shrink_span=False), "cut": dict(span_length=L), "default": {}}
-    runs = alternate(engine, tasks, list(settings),
+    runs = alternate([engine], tasks, list(settings),
                      lambda task, name: score(engine, task, steps=args.steps, check=None, **settings[name]))
     rows = [{"kind": kind, "setting": setting, **summarise(vals)} for (kind, setting), vals in sorted(runs.items())]
     for r in rows:

@@ -66,7 +66,8 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
 }
 
 __all__ = ["CHECKED_STEPS", "DEFAULT_CHECK", "DEFAULT_END_CHECK", "DEFAULT_LENGTH", "DTYPES", "LENGTHS",
-           "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES", "CancelledError", "CompletionRequest", "CompletionResult", "Timings", *_LAZY]
+           "MAX_CANDIDATES", "MAX_SPAN", "MAX_STEPS", "RULES", "CancelledError", "CompletionRequest",
+           "CompletionResult", "Timings", *_LAZY]
 
 
 def __getattr__(name: str):

@@ -62,7 +62,8 @@ class CompletionRequest:
                                          # (decoding/check.py): a draft token stands with AR probability >= check
                                          # (or as AR's first choice), AR writes the rest from the first that does
                                          # not; None: the draft as it is; "auto": DEFAULT_CHECK at a single-line
-                                         # cursor (DEFAULT_END_CHECK for the draft's end), None at a multi-line one. Models without an AR path skip it
+                                         # cursor (DEFAULT_END_CHECK for the draft's end), None at a multi-line
+                                         # one. Models without an AR path skip it
     would_show: Callable[[str], bool] | None = None   # whether the caller would show a candidate (the server:
                                          # post-processing, the Python gate); a diffusion request with none it
                                          # would show is decoded again by AR (one greedy candidate), unless it

@@ -29,7 +29,8 @@ class Settings:
     rule: str = "content"                    # commit rule (engine/decoding/denoise.py): content, fixed or threshold
     threshold: float = 0.9                   # confidence for rule="threshold"
     check: float | str | None = "auto"       # AR check of diffusion's draft (engine/decoding/check.py): the
-                                             # acceptance 0..1, "auto" (at single-line cursors: 0.03, the end 0.3), or null: off
+                                             # acceptance 0..1, "auto" (at single-line cursors: 0.03, the
+                                             # draft's end 0.3), or null: off
     debounce_ms: int = 0                     # editors debounce already; superseded work stops between steps
     max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget
     candidates: int = 3                      # items for an explicitly invoked request (cycling)
