@@ -33,6 +33,7 @@ from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
 from .samples import ExampleStream
 from ..core.model import SpanfillModel
+from .averaging import WeightEMA
 from .objective import BatchStream, context_width_for
 from .steps import HeadStep, TrainStep, make_optimizer
 from ..decoding.prompt import Budget
@@ -118,7 +119,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--bucket", action=argparse.BooleanOptionalAction, default=True,
                     help="batch examples by context width, each batch padded to its own width (compiled: one "
                          "graph with the sizes symbolic); --no-bucket pads every batch to the budget's width")
+    ap.add_argument("--ema", type=float, default=None, metavar="DECAY",
+                    help="keep an exponential moving average of the weights (e.g. 0.996) and save it as a model "
+                         "directory, OUT/ema, at every checkpoint (training/averaging.py)")
     args = ap.parse_args(argv)
+    if args.ema is not None and not 0.0 < args.ema < 1.0:
+        ap.error(f"--ema must lie strictly between 0 and 1 (e.g. 0.996), not {args.ema}")
 
     device = pick_device(args.device)
     amp_dtype = autocast_dtype(device)
@@ -174,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
         gen.manual_seed(args.seed + state["step"])
         print(f"resumed at step {state['step']} ({state['tokens'] / 1e6:.1f}M tokens)", file=sys.stderr)
     span_rng = random.Random(args.seed + state["step"])
+    ema = WeightEMA(model, args.ema) if args.ema is not None else None
+    if ema is not None and (out / "train_state.json").exists() and not ema.load(out):
+        print(f"{out} has no average yet: it starts from the step {state['step']} weights", file=sys.stderr)
     log_path = out / "train_log.jsonl"
     if log_path.exists():  # drop records of steps after the checkpoint we resumed from
         kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
@@ -194,6 +203,8 @@ def main(argv: list[str] | None = None) -> None:
         state["seconds"] = seconds_before + time.time() - start
         state["stream_rng"] = stream.rng.getstate()
         save_model(out, model, tok)
+        if ema is not None:
+            ema.save(out, tok, state["step"])
         save_train_state(out, opt, state)
 
     stop = []
@@ -206,6 +217,8 @@ def main(argv: list[str] | None = None) -> None:
             group["lr"] = lr
         L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
         result = step([batches.next(L) for _ in range(args.accum)])
+        if ema is not None:
+            ema.update(model)
         tokens = result["tokens"]
         state["step"] += 1
         state["tokens"] += tokens

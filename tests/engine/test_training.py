@@ -266,3 +266,25 @@ def test_head_only_training_changes_the_length_head_and_nothing_else(tiny_data, 
     with pytest.raises(SystemExit):         # a head on a random body: refused
         train_main(common + ["--out", str(tmp_path / "fresh"), "--total-steps", "1", "--length-classes", "17",
                              "--head-only"])
+
+
+def test_ema_is_saved_with_each_checkpoint_and_carried_across_a_resume(tiny_data, tmp_path):
+    """`--ema D` writes OUT/ema (a loadable model directory) beside the raw weights; a resumed run
+    takes the saved average up, so after one more step it is D * saved + (1 - D) * new weights."""
+    from safetensors.torch import load_file
+    out = tmp_path / "run"
+    common = ["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--warmup", "2",
+              "--no-compile", "--ema", "0.5"]
+    train_main(common + ["--total-steps", "3"])
+    assert json.loads((out / "ema" / "average.json").read_text()) == {"kind": "ema", "decay": 0.5, "step": 3}
+    ema3 = load_file(str(out / "ema" / "model.safetensors"))
+    raw3 = load_file(str(out / "model.safetensors"))
+    assert any(not torch.equal(ema3[k], raw3[k]) for k in raw3)
+    train_main(common + ["--total-steps", "4"])
+    ema4 = load_file(str(out / "ema" / "model.safetensors"))
+    raw4 = load_file(str(out / "model.safetensors"))
+    for k in raw4:
+        if raw4[k].is_floating_point() and not k.startswith("rope"):
+            torch.testing.assert_close(ema4[k], 0.5 * ema3[k] + 0.5 * raw4[k])
+    with pytest.raises(SystemExit):
+        train_main(common[:-1] + ["1.0", "--total-steps", "5"])
