@@ -1,7 +1,7 @@
 """fp32 against int8 matmuls (engine/core/quantize.py, `dtype` `int8`) in one process: the shipped model
 loaded twice, both with their compiled CPU steps, decoding the same held-out single- and multi-line
-tasks at T=4 (the span's text, check=None) and in AR mode, the two alternating task by task (which
-goes first alternates too), so both see the same machine. Latency, exact match (raw and as the editor shows it), edit similarity
+tasks at T=4 (the span's text, check=None) and in AR mode, the four settings in an order that rotates
+task by task (common.alternate), so both see the same machine. Latency, exact match (raw and as the editor shows it), edit similarity
 per setting, and each engine's compile time; writes results/int8.json.
 
     python benchmarks/int8.py --data /work/data
@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, load_engine, write  # noqa: E402
+from common import add_task_args, alternate, load_engine, write  # noqa: E402
 
-from spanfill.engine import build_tasks, read_split, score, summarise, warm  # noqa: E402
+from spanfill.engine import build_tasks, read_split, score, summarise  # noqa: E402
 
 SETTINGS = ("fp32", "int8")
 
@@ -28,18 +28,11 @@ def main(argv=None) -> int:
     L = engines["fp32"].model.cfg.span_length
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engines["fp32"].tokenizer, L)
     modes = (("diffusion", args.steps), ("ar", None))
-    runs: dict[tuple, list] = {}
-    for i, task in enumerate(tasks):
-        for engine in engines.values():   # the context cached in each, as while typing
-            warm(engine, task)
-        for dtype in (SETTINGS if i % 2 else SETTINGS[::-1]):
-            for mode, steps in modes:
-                runs.setdefault((task.kind, mode, dtype), []).append(
-                    score(engines[dtype], task, steps=steps, mode=mode, check=None))
-        if (i + 1) % 50 == 0:
-            print(f"{i + 1}/{len(tasks)} tasks", file=sys.stderr)
+    settings = [(mode, steps, dtype) for dtype in SETTINGS for mode, steps in modes]
+    runs = alternate(list(engines.values()), tasks, settings,
+                     lambda task, s: score(engines[s[2]], task, steps=s[1], mode=s[0], check=None))
     rows = []
-    for (kind, mode, dtype), vals in sorted(runs.items()):
+    for (kind, (mode, _, dtype)), vals in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1][0], kv[0][1][2])):
         rows.append({"kind": kind, "mode": mode, "steps": args.steps if mode == "diffusion" else None, "dtype": dtype,
                      **summarise(vals)})
         r = rows[-1]
