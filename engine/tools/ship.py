@@ -2,6 +2,7 @@
 write MODEL_CARD.md from the run's own records (corpus stats, training state and log, evaluation).
 
     python -m spanfill.engine.tools.ship --run runs/small --data data --eval benchmarks/results/eval.json [--steps T]
+                                         [--weights runs/small/ema]
 
 Only figures found in those files go into the card, so the card can be regenerated and checked.
 """
@@ -42,8 +43,21 @@ def _steps_note(steps: int, trained_steps: int) -> str:
             f"below for both)")
 
 
-def card(run: Path, data: Path, report: dict, train_command: str, steps: int | None = None) -> str:
-    cfg = json.loads((run / "config.json").read_text())
+def _weights_note(weights: Path) -> str:
+    """What the shipped weights are where they are not the run's last step (training/averaging.py)."""
+    if not (weights / "average.json").exists():
+        return ""
+    average = json.loads((weights / "average.json").read_text())
+    if average["kind"] == "ema":
+        return (f"\n* Weights: the run's exponential moving average (`--ema {average['decay']}`, its centre of mass "
+                f"{1 / (1 - average['decay']):.0f} steps back), as saved at step {average['step']}.")
+    return f"\n* Weights: the uniform mean of {len(average['models'])} checkpoints (`spanfill average`)."
+
+
+def card(run: Path, data: Path, report: dict, train_command: str, steps: int | None = None,
+         weights: Path | None = None) -> str:
+    weights = weights or run
+    cfg = json.loads((weights / "config.json").read_text())
     trained_steps = cfg["steps"]
     cfg["steps"] = steps or trained_steps
     state = json.loads((run / "train_state.json").read_text())
@@ -52,7 +66,7 @@ def card(run: Path, data: Path, report: dict, train_command: str, steps: int | N
     last = [r for r in log if "ar_loss" in r][-20:]      # a head-only step (--head-only) logs its length loss alone
     ar = sum(r["ar_loss"] for r in last) / len(last)
     diff = sum(r["diffusion_loss"] for r in last) / len(last)
-    model, _ = load_model(run)
+    model, _ = load_model(weights)
     return f"""# spanfill default model
 
 A {model.num_params() / 1e6:.1f}M-parameter spanfill model (dim {cfg['dim']}, {cfg['n_layers']} layers,
@@ -82,7 +96,7 @@ on a 40 MB sample of the train split only.
 * {state['step']} optimiser steps, {state['tokens'] / 1e6:.1f}M tokens (context + middle + noised span),
   {state['seconds'] / 60:.0f} minutes of wall time on a 2-core x86-64 CPU with AVX-512-BF16
   (bf16 autocast), often shared with other work on the same cores.
-* Final losses (mean of the last {len(last)} steps): AR {ar:.3f}, diffusion {diff:.3f}.
+* Final losses (mean of the last {len(last)} steps): AR {ar:.3f}, diffusion {diff:.3f}.{_weights_note(weights)}
 * Curves: `train_log.jsonl` beside this card (one JSON record per step: losses, learning rate,
   gradient norm, span length, tokens/s, wall time).
 * Command (resumed several times with the same data and output directory; `--total-steps` of the
@@ -115,21 +129,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval", type=Path, required=True)
     ap.add_argument("--train-command", required=True)
     ap.add_argument("--out", type=Path, default=DEFAULT_MODEL_DIR)
+    ap.add_argument("--weights", type=Path, default=None,
+                    help="ship this model directory's weights instead of the run's last step, e.g. the run's "
+                         "average (RUN/ema, or `spanfill average` output); log and state still come from --run")
     ap.add_argument("--steps", type=int, default=None,
                     help="the shipped model's default denoising steps T (default: the run's configuration)")
     args = ap.parse_args(argv)
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         ap.error(f"--steps must be 1 to {MAX_STEPS}, not {args.steps}")
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in ("config.json", "tokenizer.json", *weight_files(args.run)):
-        shutil.copy2(args.run / name, args.out / name)
+    weights = args.weights or args.run
+    for name in ("config.json", "tokenizer.json", *weight_files(weights)):
+        shutil.copy2(weights / name, args.out / name)
     shutil.copy2(args.run / "train_log.jsonl", args.out / "train_log.jsonl")
     if args.steps is not None:
         config = json.loads((args.out / "config.json").read_text())
         config["steps"] = args.steps
         (args.out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (args.out / "MODEL_CARD.md").write_text(card(args.run, args.data, json.loads(args.eval.read_text()), args.train_command,
-                                                 args.steps))
+                                                 args.steps, weights))
     print(f"shipped {args.run} -> {args.out}", file=sys.stderr)
     return 0
 

@@ -50,3 +50,24 @@ def test_ship_can_set_the_default_steps(tmp_path):
     assert "T=8 steps (set when shipping, `--steps 8`; the run's configuration said T=4" in (out / "MODEL_CARD.md").read_text()
     with pytest.raises(SystemExit):
         ship_main(args + ["--steps", "0"])
+
+
+def test_ship_can_take_the_runs_average_instead_of_its_last_step(tmp_path):
+    """--weights RUN/ema ships the EMA `spanfill train --ema` saved; the card says so, the log is the run's."""
+    from spanfill.engine.training import corpus
+    src = tmp_path / "src"
+    src.mkdir()
+    _make_tree(src, n=40)
+    corpus.build(tmp_path / "data", [src])
+    run = tmp_path / "run"
+    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2",
+                "--total-steps", "2", "--no-compile", "--ema", "0.9"])
+    (tmp_path / "eval.json").write_text(json.dumps({"results": []}))
+    out = tmp_path / "default_model"
+    ship_main(["--run", str(run), "--data", str(tmp_path / "data"), "--eval", str(tmp_path / "eval.json"),
+               "--train-command", "spanfill train --preset tiny --ema 0.9", "--out", str(out), "--weights", str(run / "ema")])
+    assert (out / "model.safetensors").read_bytes() == (run / "ema" / "model.safetensors").read_bytes()
+    assert (out / "model.safetensors").read_bytes() != (run / "model.safetensors").read_bytes()
+    assert (out / "train_log.jsonl").read_text() == (run / "train_log.jsonl").read_text()
+    card = (out / "MODEL_CARD.md").read_text()
+    assert "exponential moving average (`--ema 0.9`, its centre of mass 10 steps back), as saved at step 2" in card
