@@ -10,8 +10,8 @@ from spanfill.engine.training.train import main as train_main
 from test_training import _make_tree  # noqa: E402  (tests/engine is on sys.path under pytest's rootdir import mode)
 
 
-def _trained_run(tmp_path, steps: int):
-    """A corpus built from a small tree and a tiny run trained on it for `steps` steps."""
+def _trained_run(tmp_path, steps: int, *flags: str):
+    """A corpus built from a small tree and a tiny run trained on it for `steps` steps (with `flags`)."""
     from spanfill.engine.training import corpus
     src = tmp_path / "src"
     src.mkdir()
@@ -19,7 +19,7 @@ def _trained_run(tmp_path, steps: int):
     corpus.build(tmp_path / "data", [src])
     run = tmp_path / "run"
     train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2",
-                "--total-steps", str(steps), "--no-compile"])
+                "--total-steps", str(steps), "--no-compile", *flags])
     return run
 
 
@@ -54,14 +54,7 @@ def test_ship_can_set_the_default_steps(tmp_path):
 
 def test_ship_can_take_the_runs_average_instead_of_its_last_step(tmp_path):
     """--weights RUN/ema ships the EMA `spanfill train --ema` saved; the card says so, the log is the run's."""
-    from spanfill.engine.training import corpus
-    src = tmp_path / "src"
-    src.mkdir()
-    _make_tree(src, n=40)
-    corpus.build(tmp_path / "data", [src])
-    run = tmp_path / "run"
-    train_main(["--data", str(tmp_path / "data"), "--out", str(run), "--preset", "tiny", "--batch", "2",
-                "--total-steps", "2", "--no-compile", "--ema", "0.9"])
+    run = _trained_run(tmp_path, 2, "--ema", "0.9")
     (tmp_path / "eval.json").write_text(json.dumps({"results": []}))
     out = tmp_path / "default_model"
     ship_main(["--run", str(run), "--data", str(tmp_path / "data"), "--eval", str(tmp_path / "eval.json"),
