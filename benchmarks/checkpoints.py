@@ -8,12 +8,21 @@ with its standard error. A new shipped checkpoint (engine/tools/ship.py) is one 
 Writes results/checkpoints.json.
 
     python benchmarks/checkpoints.py --data /work/data --models shipped /work/runs/v4 --single 1000 --multi 200 --eager
+    python benchmarks/checkpoints.py --data /work/data --models git:6e35145 shipped --single 2000 --multi 200 --eager
+
+A model named `git:REV` is the default model as the repository held it at revision REV (its files read
+with `git show` into a temporary directory), so a shipped checkpoint stays comparable with the one it
+replaced.
 """
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -22,6 +31,27 @@ from common import add_task_args, alternate, load_engine, paired, task_counts, w
 from spanfill.engine import build_tasks, read_split, score, summarise  # noqa: E402
 
 SHIPPED = "shipped"     # --models entry naming the model the package ships
+GIT = "git:"            # --models entry prefix: the shipped model at a revision of this repository
+REPO = Path(__file__).resolve().parents[1]
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+def model_dir(name: str) -> str | None:
+    """The directory --models' `name` loads from: None for the shipped model, `git:REV`'s files written
+    into a temporary directory, else the name itself."""
+    if name == SHIPPED:
+        return None
+    if not name.startswith(GIT):
+        return name
+    rev, directory = name[len(GIT):], Path(tempfile.mkdtemp(prefix="spanfill-model-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    for file in MODEL_FILES:
+        shown = subprocess.run(["git", "show", f"{rev}:engine/default_model/{file}"], cwd=REPO, capture_output=True)
+        if shown.returncode != 0:
+            raise SystemExit(f"--models {name}: git cannot show engine/default_model/{file} at {rev!r} in {REPO} "
+                             f"({shown.stderr.decode().strip()}); name a revision of this repository")
+        (directory / file).write_bytes(shown.stdout)
+    return str(directory)
 
 
 def sign_test(won: int, lost: int) -> float:
@@ -36,14 +66,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_task_args(ap)
     ap.add_argument("--models", nargs="+", required=True,
-                    help=f"two or more checkpoint dirs ('{SHIPPED}': the shipped model); the first is the baseline")
+                    help=f"two or more checkpoint dirs ('{SHIPPED}': the shipped model; '{GIT}REV': the shipped "
+                         f"model at revision REV); the first is the baseline")
     ap.add_argument("--eager", action="store_true", help="the eager steps (the compiled ones by default)")
     args = ap.parse_args(argv)
     if len(args.models) < 2:
         ap.error("--models needs at least two checkpoints")
     engines = {}
     for name in args.models:
-        engine = load_engine(None if name == SHIPPED else name, eager=args.eager)
+        engine = load_engine(model_dir(name), eager=args.eager)
         if engine.compiled is not None:
             engine.compiled.strict = False    # the check's pass over the draft runs eagerly by design
         engines[name] = engine

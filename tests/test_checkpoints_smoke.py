@@ -39,3 +39,16 @@ def test_one_model_is_refused(held_out_data):
                                           (1, 0, 1.0), (9, 1, 22 / 1024)])
 def test_sign_test(won, lost, p):
     assert checkpoints.sign_test(won, lost) == pytest.approx(p)
+
+
+def test_a_git_revision_names_the_default_model_as_the_repository_held_it(shipped_model):
+    """`git:REV` reads the default model's files at REV: at HEAD, what git holds for them."""
+    import subprocess
+    directory = Path(checkpoints.model_dir("git:HEAD"))
+    for name in checkpoints.MODEL_FILES:
+        held = subprocess.run(["git", "show", f"HEAD:engine/default_model/{name}"], cwd=checkpoints.REPO,
+                              capture_output=True, check=True).stdout
+        assert (directory / name).read_bytes() == held
+    assert checkpoints.model_dir("shipped") is None and checkpoints.model_dir("/some/dir") == "/some/dir"
+    with pytest.raises(SystemExit, match="name a revision of this repository"):
+        checkpoints.model_dir("git:no-such-revision")
