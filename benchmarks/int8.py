@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     runs = alternate(list(engines.values()), tasks, settings,
                      lambda task, s: score(engines[s[2]], task, steps=s[1], mode=s[0], check=None))
     rows = []
-    for (kind, (mode, _, dtype)), vals in sorted(runs.items(), key=lambda kv: (kv[0][0], kv[0][1][0], kv[0][1][2])):
+    for (kind, (mode, _, dtype)), vals in sorted(runs.items()):    # by kind, mode (with its steps), dtype
         rows.append({"kind": kind, "mode": mode, "steps": args.steps if mode == "diffusion" else None, "dtype": dtype,
                      **summarise(vals)})
         r = rows[-1]

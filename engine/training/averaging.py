@@ -27,20 +27,26 @@ from ..core.tokenizer import Tokenizer
 EMA_DIR = "ema"          # the average's model directory inside a run directory
 
 
+def ema_decay(value: str | float) -> float:
+    """An EMA decay: a number strictly between 0 and 1 (also `spanfill train --ema`'s argparse type)."""
+    decay = float(value)
+    if not 0.0 < decay < 1.0:
+        raise ValueError(f"EMA decay must lie strictly between 0 and 1 (e.g. 0.996), not {value}")
+    return decay
+
+
 class WeightEMA:
     """ema <- decay * ema + (1 - decay) * weights after every optimiser step, in fp32 on the run's
     device. Its centre of mass lies 1 / (1 - decay) steps back (0.996: 250 steps)."""
 
     def __init__(self, model: SpanfillModel, decay: float):
-        if not 0.0 < decay < 1.0:
-            raise ValueError(f"EMA decay must lie strictly between 0 and 1, not {decay}")
-        self.decay = decay
+        self.decay = ema_decay(decay)
         self.model = copy.deepcopy(model).float().eval().requires_grad_(False)
 
     @torch.no_grad()
     def update(self, model: SpanfillModel) -> None:
-        ema = [p for p in self.model.parameters()]
-        torch._foreach_lerp_(ema, [p.detach().float() for p in model.parameters()], 1.0 - self.decay)
+        torch._foreach_lerp_(list(self.model.parameters()), [p.detach().float() for p in model.parameters()],
+                             1.0 - self.decay)
 
     def save(self, run: Path, tok: Tokenizer, step: int) -> None:
         directory = Path(run) / EMA_DIR

@@ -33,7 +33,7 @@ from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
 from .samples import ExampleStream
 from ..core.model import SpanfillModel
-from .averaging import WeightEMA
+from .averaging import WeightEMA, ema_decay
 from .objective import BatchStream, context_width_for
 from .steps import HeadStep, TrainStep, make_optimizer
 from ..decoding.prompt import Budget
@@ -123,8 +123,11 @@ def main(argv: list[str] | None = None) -> None:
                     help="keep an exponential moving average of the weights (e.g. 0.996) and save it as a model "
                          "directory, OUT/ema, at every checkpoint (training/averaging.py)")
     args = ap.parse_args(argv)
-    if args.ema is not None and not 0.0 < args.ema < 1.0:
-        ap.error(f"--ema must lie strictly between 0 and 1 (e.g. 0.996), not {args.ema}")
+    if args.ema is not None:
+        try:
+            ema_decay(args.ema)          # before the model loads: the rule WeightEMA holds to
+        except ValueError as e:
+            ap.error(f"--ema: {e}")
 
     device = pick_device(args.device)
     amp_dtype = autocast_dtype(device)
