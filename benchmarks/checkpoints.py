@@ -13,6 +13,13 @@ Writes results/checkpoints.json.
 A model named `git:REV` is the default model as the repository held it at revision REV (its files read
 with `git show` into a temporary directory), so a shipped checkpoint stays comparable with the one it
 replaced.
+
+Choosing among several candidates on one set of tasks favours the luckiest, so the winner is checked
+again on tasks it was not chosen on: `--fresh-after S M` keeps only the tasks that a build of S + --single
+single-line and M + --multi multi-line tasks makes beyond a build of S and M (the tasks of a run with
+`--single S --multi M`); a few fewer than asked where the two builds cut a file alike.
+
+    python benchmarks/checkpoints.py --data /work/data --models git:aae3464 shipped --single 2000 --multi 200 --eager --fresh-after 2000 200
 """
 from __future__ import annotations
 
@@ -54,6 +61,15 @@ def model_dir(name: str) -> str | None:
     return str(directory)
 
 
+def fresh_tasks(files, single: int, multi: int, after: tuple[int, int], tokenizer, span_length: int) -> list:
+    """The tasks a build of after + (single, multi) makes that a build of `after` does not."""
+    def key(task):
+        return task.kind, task.prefix, task.middle, task.suffix
+    seen = {key(t) for t in build_tasks(files, *after, tokenizer, span_length)}
+    return [t for t in build_tasks(files, after[0] + single, after[1] + multi, tokenizer, span_length)
+            if key(t) not in seen]
+
+
 def sign_test(won: int, lost: int) -> float:
     """Two-sided p of `won` against `lost` under a fair coin (ties, tasks both or neither got, left out)."""
     n, k = won + lost, min(won, lost)
@@ -69,6 +85,8 @@ def main(argv=None) -> int:
                     help=f"two or more checkpoint dirs ('{SHIPPED}': the shipped model; '{GIT}REV': the shipped "
                          f"model at revision REV); the first is the baseline")
     ap.add_argument("--eager", action="store_true", help="the eager steps (the compiled ones by default)")
+    ap.add_argument("--fresh-after", nargs=2, type=int, default=None, metavar=("S", "M"),
+                    help="only tasks beyond those of --single S --multi M (to confirm a choice made on those)")
     args = ap.parse_args(argv)
     if len(args.models) < 2:
         ap.error("--models needs at least two checkpoints")
@@ -81,8 +99,11 @@ def main(argv=None) -> int:
     first = engines[args.models[0]]
     if any(e.tokenizer.vocab_size != first.tokenizer.vocab_size for e in engines.values()):
         sys.stderr.write("note: the models' tokenizers differ; tasks are cut by the first model's\n")
-    tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, first.tokenizer,
-                        first.model.cfg.span_length)
+    files, L = read_split(args.data / "held_out.jsonl"), first.model.cfg.span_length
+    if args.fresh_after is None:
+        tasks = build_tasks(files, args.single, args.multi, first.tokenizer, L)
+    else:
+        tasks = fresh_tasks(files, args.single, args.multi, tuple(args.fresh_after), first.tokenizer, L)
     names = list(engines)
     runs = alternate(list(engines.values()), tasks, names,
                      lambda task, name: score(engines[name], task, fallback=True))
