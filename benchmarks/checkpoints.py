@@ -61,13 +61,16 @@ def model_dir(name: str) -> str | None:
     return str(directory)
 
 
+def task_key(task) -> tuple:
+    """What makes two held-out tasks the same task (their ids number them per build, so ids do not)."""
+    return task.kind, task.prefix, task.middle, task.suffix
+
+
 def fresh_tasks(files, single: int, multi: int, after: tuple[int, int], tokenizer, span_length: int) -> list:
     """The tasks a build of after + (single, multi) makes that a build of `after` does not."""
-    def key(task):
-        return task.kind, task.prefix, task.middle, task.suffix
-    seen = {key(t) for t in build_tasks(files, *after, tokenizer, span_length)}
+    seen = {task_key(t) for t in build_tasks(files, *after, tokenizer, span_length)}
     return [t for t in build_tasks(files, after[0] + single, after[1] + multi, tokenizer, span_length)
-            if key(t) not in seen]
+            if task_key(t) not in seen]
 
 
 def sign_test(won: int, lost: int) -> float:

@@ -61,9 +61,7 @@ def test_fresh_tasks_are_those_a_larger_build_adds(shipped_model, held_out_data)
     first = build_tasks(files, 4, 2, tok, 32)
     fresh = checkpoints.fresh_tasks(files, 4, 2, (4, 2), tok, 32)
     larger = build_tasks(files, 8, 4, tok, 32)
-
-    def key(t):
-        return t.kind, t.prefix, t.middle, t.suffix
+    key = checkpoints.task_key
     assert fresh and {key(t) for t in fresh} <= {key(t) for t in larger}
     assert not {key(t) for t in fresh} & {key(t) for t in first}
     assert {t.kind for t in fresh} == {"single", "multi"}

@@ -28,7 +28,8 @@ EMA_DIR = "ema"          # the average's model directory inside a run directory
 
 
 def ema_decay(value: str | float) -> float:
-    """An EMA decay: a number strictly between 0 and 1 (also `spanfill train --ema`'s argparse type)."""
+    """An EMA decay: a number strictly between 0 and 1. `spanfill train --ema` checks its value with it before
+    the model loads."""
     decay = float(value)
     if not 0.0 < decay < 1.0:
         raise ValueError(f"EMA decay must lie strictly between 0 and 1 (e.g. 0.996), not {value}")
