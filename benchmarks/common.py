@@ -63,8 +63,10 @@ def alternate(engines: list, tasks, settings: list, decode) -> dict[tuple, list]
 
 
 def task_counts(tasks) -> dict[str, int]:
-    """How many single- and multi-line tasks a run decoded (its result file's `tasks`)."""
-    return {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
+    """How many single- and multi-line tasks a run decoded (its result file's `tasks`), and line tasks where it had any."""
+    lines = sum(t.kind == "line" for t in tasks)
+    return {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks),
+            **({"line": lines} if lines else {})}
 
 
 def paired(a: list, b: list) -> dict:

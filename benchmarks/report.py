@@ -7,7 +7,7 @@ wrote under benchmarks/results/ (one section per directory: one machine and dtyp
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
 span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json),
 tokenize_time.json, gpu_latency.json (gpu.sh), families[_cuda].json (benchmarks/families.py),
-length.json, check.json, train_throughput.json and soak.json; a missing file leaves its table out.
+length.json, check.json, line_start.json, train_throughput.json and soak.json; a missing file leaves its table out.
 report_sections.py and report_replay.py render the sections; this file puts each directory's together under its machine,
 with the goals table. Nothing here measures anything: every number is copied from a result file,
 beside the command that wrote it, the date it was written and the machine it names.
@@ -25,8 +25,9 @@ from pathlib import Path
 from report_format import ms, pct, shown, table
 from report_replay import REPLAY_VARIANTS, replay_goal_row, replay_section, threads_section
 from report_sections import (by_kind, check_section, cold_rows, eval_section, families_section, gpu_section,
-                             int8_section, length_section, limit_section, micro_section, soak_section, span_cut_section,
-                             sweep_section, tokenize_time_section, train_throughput_section)
+                             int8_section, length_section, limit_section, line_start_section, micro_section,
+                             soak_section, span_cut_section, sweep_section, tokenize_time_section,
+                             train_throughput_section)
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -107,13 +108,14 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
             ("replay", replay_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
             ("families", families_section),
             ("families_cuda", families_section), ("length", length_section), ("check", check_section),
+            ("line_start", line_start_section),
             ("train_throughput", train_throughput_section), ("soak", soak_section))
 
 
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
     reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
-                              "families", "families_cuda", "length", "check", "train_throughput", "tokenize_time", "soak")
+                              "families", "families_cuda", "length", "check", "line_start", "train_throughput", "tokenize_time", "soak")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."

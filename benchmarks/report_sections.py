@@ -218,6 +218,23 @@ def length_section(r: dict, where: str = "") -> list[str]:
                    "median ms"], rows)]
 
 
+def line_start_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/line_start.py: a whole line written at column 0 of the line below it, under two line policies."""
+    def vs(p: dict | None) -> str:
+        return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
+    rows = [["AR" if x["mode"] == "ar" else "diffusion (server defaults, AR fallback)", x["policy"], x["tasks"],
+             pct(x["shown_exact_match"]), pct(x["file_exact"]), f"{x['shown_edit_similarity']:.3f}",
+             f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})", ms(x["latency_median_ms"]),
+             vs(x.get("vs_first_line"))] for x in r["rows"]]
+    return [f"**Line-level infilling** ({where}`{r['command']}`; {engine_line(r['engine'])}): one whole held-out line "
+            f"written at column 0 of the line below it; *whole lines* is what the server shows there (the line with "
+            f"its break), *first line* the single-line policy alone (no break: it joins the line below); *file*: "
+            f"prefix + shown + suffix is the file itself; *vs*: exact matches won / lost and the edit-similarity "
+            f"difference ± its standard error against the same decoding under *first line*, task by task:", "",
+            table(["decoding", "policy", "tasks", "exact match (shown)", "file", "edit sim. (shown)",
+                   "chars shown (reference)", "median ms", "vs first line"], rows)]
+
+
 def check_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/check.py: the AR check of diffusion's draft at several acceptances, paired task by task."""
     order = {"single": 0, "multi": 1}

@@ -236,11 +236,13 @@ def inline_items(answer: Answer | None) -> types.InlineCompletionList:
 
 
 def completion_items(answer: Answer | None) -> types.CompletionList:
-    """The fallback for clients without inline completion: the first line of each text."""
+    """The fallback for clients without inline completion: the first line of each text, with its line
+    break where the text ends with one (whole lines above a column-0 cursor's line: postprocess.at_line_start)."""
     items = []
     if answer is not None:
         for text, sid in zip(answer.texts, answer.ids):
-            line = text.splitlines()[0] if text.strip() else ""
+            first = text.splitlines(keepends=True)[0] if text.strip() else ""
+            line = first if text.endswith(("\n", "\r")) else first.rstrip("\r\n")
             if not line.strip():
                 continue
             items.append(types.CompletionItem(

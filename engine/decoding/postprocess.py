@@ -4,7 +4,9 @@ Each rule is one function over `(text, Cursor)`; `finish` applies them in order:
 
 1. line policy      single-line when the cursor has text after it on its line (or sits at the end
                     of a line that opens no block); multi-line at an empty line or after a block
-                    opener (`:`, `{`, `(`, `[`, `=>`)
+                    opener (`:`, `{`, `(`, `[`, `=>`). At column 0 of a line with text, a candidate
+                    that breaks the line inserts whole lines above it: it is finished as at a blank
+                    line above that line, and shown with its line break (`at_line_start`)
 2. suffix overlap   drop the tail that repeats the text right after the cursor
 3. brackets         never close a bracket that the suffix already closes
 4. indentation      no deeper than the block at an empty line, stop where a line leaves the
@@ -63,6 +65,12 @@ def wants_multiline(cur: Cursor) -> bool:
         return False
     head = cur.line_before.rstrip()
     return not head.strip() or head.endswith(BLOCK_OPENERS)
+
+
+def at_line_start(cur: Cursor) -> bool:
+    """The cursor is at column 0 of a line with text: where the model writes a line break, its middle
+    is whole lines inserted above that line (training's `line_start` cuts; line-level infilling)."""
+    return cur.line_before == "" and bool(cur.line_after.strip())
 
 
 def apply_line_policy(text: str, cur: Cursor) -> str:
@@ -201,7 +209,13 @@ def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
     """The insert text for one raw engine candidate, or None when nothing is worth showing.
     python: the document is Python, and text that cannot be Python is cut or dropped."""
     cur = Cursor(to_lf(cur.before), to_lf(cur.after))
-    text = apply_line_policy(to_lf(raw), cur)
+    raw = to_lf(raw)
+    if at_line_start(cur) and "\n" in raw:
+        # whole lines above the cursor's line: finished as at a blank line between the two, ended
+        # with the line break that moves the cursor's line below them
+        lines = finish(raw, Cursor(cur.before, "\n" + cur.after), python)
+        return None if lines is None else lines + "\n"
+    text = apply_line_policy(raw, cur)
     text = trim_suffix_overlap(text, cur)
     text = drop_closed_brackets(text, cur)
     if "\n" in text or not cur.line_before.strip():

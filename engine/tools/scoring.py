@@ -17,13 +17,14 @@ from dataclasses import asdict, dataclass
 
 from ..api import CompletionRequest
 from ..decoding.postprocess import Cursor, finish
-from ..training.samples import cut_line_rest, cut_lines
+from ..training.samples import cut_line_rest, cut_line_start, cut_lines
 
 
 @dataclass
 class Task:
     task_id: str
-    kind: str            # "single": rest of a line; "multi": 2-3 whole lines
+    kind: str            # "single": rest of a line; "multi": 2-3 whole lines; "line": one whole line with its
+                         # break, the cursor at column 0 of the line that follows (line-level infilling)
     prefix: str
     middle: str          # the reference completion
     suffix: str
@@ -44,18 +45,20 @@ class Score:
     text: str = ""
 
 
-def build_tasks(files, n_single: int, n_multi: int, tokenizer, span_length: int) -> list[Task]:
+def build_tasks(files, n_single: int, n_multi: int, tokenizer, span_length: int, n_line: int = 0) -> list[Task]:
     """Deterministic infill tasks with the training cursor cutters (training/samples.py): single-line =
-    rest of a line, multi-line = 2-3 whole lines; only middles that fit one span (L-1 tokens + eom)."""
+    rest of a line, multi-line = 2-3 whole lines, line = one whole line inserted at column 0 of a line
+    with code; only middles that fit one span (L-1 tokens + eom). Each kind's tasks do not depend on
+    the other kinds' counts."""
     tasks: list[Task] = []
-    for kind, wanted in (("single", n_single), ("multi", n_multi)):
+    for kind, wanted in (("single", n_single), ("multi", n_multi), ("line", n_line)):
         made = 0
         for f in sorted(files, key=lambda f: hashlib.sha1(f.path.encode()).hexdigest()):
             if made >= wanted:
                 break
             rng = random.Random(f"{kind}:{f.path}")
             for _ in range(max(1, wanted // max(1, len(files)) + 1)):
-                cut = cut_line_rest(f.text, rng) if kind == "single" else cut_lines(f.text, rng, max_lines=3)
+                cut = _cut(kind, f.text, rng)
                 if cut is None or not cut.middle.strip() or (kind == "multi" and "\n" not in cut.middle):
                     continue
                 if len(tokenizer.encode(cut.middle)) >= span_length:
@@ -65,6 +68,17 @@ def build_tasks(files, n_single: int, n_multi: int, tokenizer, span_length: int)
                 if made >= wanted:
                     break
     return tasks
+
+
+def _cut(kind: str, text: str, rng: random.Random):
+    """A task's cut of `text` (None: none of that kind here)."""
+    if kind == "single":
+        return cut_line_rest(text, rng)
+    if kind == "multi":
+        return cut_lines(text, rng, max_lines=3)
+    cut = cut_line_start(text, rng, max_lines=1)
+    # the line must move below code: at column 0 of a blank line (or the file's end) the cursor is multi-line
+    return cut if cut is not None and cut.suffix.split("\n", 1)[0].strip() else None
 
 
 def levenshtein(a: str, b: str) -> int:
@@ -113,9 +127,11 @@ def score(engine, task: Task, fallback: bool = False, **request) -> Score:
     return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.forward_passes)
 
 
-def score_text(task: Task, text: str, latency_ms: float, forward_passes: int) -> Score:
-    """Score a completion however it was made (the engine, or another model as a baseline)."""
-    shown = finish(text, Cursor(task.prefix, task.suffix), python=True) or ""   # held-out tasks are Python files
+def score_text(task: Task, text: str, latency_ms: float, forward_passes: int, show=None) -> Score:
+    """Score a completion however it was made (the engine, or another model as a baseline). show(raw,
+    cursor) -> shown text or None: the post-processing scored (default: the server's, of a Python file)."""
+    cursor = Cursor(task.prefix, task.suffix)
+    shown = (show(text, cursor) if show else finish(text, cursor, python=True)) or ""   # held-out tasks are Python files
     middle = task.middle.rstrip()
     return Score(latency_ms, forward_passes, exact(text, task.middle), edit_similarity(text.rstrip(), middle),
                  exact(shown, task.middle), edit_similarity(shown.rstrip(), middle),

@@ -17,6 +17,19 @@ def test_tasks_are_deterministic_and_cut_from_the_files(tiny_tok):
         assert (t.kind == "multi") == ("\n" in t.middle)
 
 
+def test_line_tasks_are_whole_lines_above_code_and_leave_the_other_kinds_alone(tiny_tok):
+    from spanfill.engine.decoding.postprocess import Cursor, at_line_start
+    lines = ev.build_tasks(FILES, 5, 3, tiny_tok, 32, n_line=4)
+    assert lines[:8] == ev.build_tasks(FILES, 5, 3, tiny_tok, 32)          # single and multi as without them
+    assert lines[8:] and [t.kind for t in lines[8:]] == ["line"] * len(lines[8:])
+    assert [t for t in lines if t.kind == "line"] == ev.build_tasks(FILES, 0, 0, tiny_tok, 32, n_line=4)
+    texts = {f.path: f.text for f in FILES}
+    for t in lines[8:]:
+        assert t.prefix + t.middle + t.suffix == texts[t.task_id.split("/", 1)[1].split("#")[0]]
+        assert t.middle.endswith("\n") and t.middle.count("\n") == 1 and t.middle.strip()
+        assert at_line_start(Cursor(t.prefix, t.suffix))
+
+
 class Scripted:
     """Answers every request with one fixed raw middle."""
     info = {"model": "scripted"}

@@ -1,6 +1,6 @@
 """Post-processing rules, one test group per rule, on realistic cursor positions."""
-from spanfill.engine.decoding.postprocess import (Cursor, apply_line_policy, drop_closed_brackets, finish,
-                                         keep_block_indentation, leaves_block, repeats_following_lines,
+from spanfill.engine.decoding.postprocess import (Cursor, apply_line_policy, at_line_start, drop_closed_brackets,
+                                         finish, keep_block_indentation, leaves_block, repeats_following_lines,
                                          trim_suffix_overlap, wants_multiline)
 
 
@@ -27,6 +27,34 @@ def test_empty_line_and_block_opener_are_multi_line():
 def test_end_of_plain_line_keeps_only_the_rest_of_it():
     assert finish(" + offset\n    y = 2", at("    total = base|\n    return total\n")) == " + offset"
     assert finish("\n    y = 2", at("    total = base|\n")) is None
+
+
+def test_column_zero_before_text_inserts_whole_lines_above_it():
+    source = "def area(r):\n    pi = 3.14159\n|    return pi * r ** 2\n"
+    cur = at(source)
+    assert at_line_start(cur) and not wants_multiline(cur)
+    # the model's middle ends with a line break and the next line's indentation: the line is shown with
+    # its break, so the document reads prefix + completion + suffix
+    shown = finish("    r2 = r * r\n    ", cur, python=True)
+    assert shown == "    r2 = r * r\n"
+    assert source.replace("|", shown).splitlines()[2:] == ["    r2 = r * r", "    return pi * r ** 2"]
+    # several whole lines stay whole; text that leaves the block ends the completion
+    assert finish("    r2 = r * r\n    r3 = r2 * r\nx = 1\n", cur) == "    r2 = r * r\n    r3 = r2 * r\n"
+
+
+def test_column_zero_rules_of_a_blank_line_apply():
+    cur = at("def area(r):\n    pi = 3.14159\n|    return pi * r ** 2\n")
+    assert finish("    return pi * r ** 2\n", cur) is None                  # a copy of the line below
+    assert finish("    r2 = = r\n", cur, python=True) is None               # not Python where it stands
+    assert finish("    r2 = r * r\r\n    ", cur) == "    r2 = r * r\n"     # CRLF: the caller restores it
+
+
+def test_column_zero_without_a_line_break_prefixes_the_line():
+    cur = at("def f(items):\n|print(items)\n")
+    assert at_line_start(cur)
+    assert finish("return ", cur) == "return "
+    assert not at_line_start(at("def f(items):\n    |print(items)\n"))   # after the indentation: single-line
+    assert not at_line_start(at("def f(items):\n|\n"))                   # a blank line: multi-line as before
 
 
 # -- suffix overlap ------------------------------------------------------------------------
