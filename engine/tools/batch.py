@@ -1,10 +1,17 @@
 """Batch completion for evaluations: one JSON object per line in, the same object plus
-"completion" (text inserted between prefix and suffix) and "latency_ms" out.
+"completion" (the text to insert between prefix and suffix), "raw" and "latency_ms" out.
 
-    spanfill batch tasks.jsonl completions.jsonl [--steps 4] [--span 32] [--mode diffusion|ar] [--model DIR]
+    spanfill batch tasks.jsonl completions.jsonl [--steps 4] [--span 32] [--mode diffusion|ar] [--model DIR] [--raw]
 
-A line that is not valid JSON or lacks "prefix"/"suffix" stops the run with its line number;
-nothing is written for it.
+"completion" is what an editor would insert: the server's post-processing of the engine's middle
+(decoding/postprocess.py: line policy, suffix overlap, brackets, indentation, whole lines above a
+column-0 cursor's line, and for a task whose "language" is "python", the default, only what can be
+Python there), with AR decoding again where diffusion leaves nothing to show, as the server asks;
+"" where nothing is worth showing. "raw" is the engine's middle as decoded. With --raw the engine
+answers without the fallback and "completion" is its raw middle.
+
+A line that is not valid JSON or lacks "prefix"/"suffix" (or has a "language" that is not a
+string) stops the run with its line number; nothing is written for it.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import time
 from pathlib import Path
 
 from ..api import CompletionRequest
+from ..decoding.postprocess import Cursor, finish
 from ..engine import Engine
 
 
@@ -34,16 +42,23 @@ def read_tasks(path: Path) -> list[dict]:
                 raise BatchInputError(f"{path}:{number}: not valid JSON ({err.msg})") from err
             if not isinstance(task, dict) or not isinstance(task.get("prefix"), str) or not isinstance(task.get("suffix", ""), str):
                 raise BatchInputError(f"{path}:{number}: expected an object with string \"prefix\" and \"suffix\"")
+            if not isinstance(task.get("language", "python"), str):
+                raise BatchInputError(f"{path}:{number}: \"language\" must be a string (a language id such as \"python\")")
             tasks.append(task)
     return tasks
 
 
-def run(engine: Engine, tasks: list[dict], steps: int | None, span: int | None, mode: str):
+def run(engine: Engine, tasks: list[dict], steps: int | None, span: int | None, mode: str, raw: bool = False):
     for task in tasks:
+        prefix, suffix = task["prefix"], task.get("suffix", "")
+        cursor, python = Cursor(prefix, suffix), task.get("language", "python") == "python"
         t0 = time.perf_counter()
-        result = engine.complete(CompletionRequest(prefix=task["prefix"], suffix=task.get("suffix", ""),
-                                                   steps=steps, span_length=span, mode=mode))
-        yield {**task, "completion": result.texts[0], "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
+        result = engine.complete(CompletionRequest(
+            prefix=prefix, suffix=suffix, steps=steps, span_length=span, mode=mode,
+            would_show=None if raw else (lambda text: finish(text, cursor, python) is not None)))
+        text = result.texts[0]
+        yield {**task, "completion": text if raw else (finish(text, cursor, python) or ""), "raw": text,
+               "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,13 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", choices=("diffusion", "ar"), default="diffusion")
     ap.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
     ap.add_argument("--device", default="auto")
+    ap.add_argument("--raw", action="store_true", help="the engine's middle as decoded, without the editor's "
+                    "post-processing or the AR fallback")
     ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes about two minutes on 2 cores)")
     args = ap.parse_args(argv)
     try:
         tasks = read_tasks(args.input)
         engine = Engine.load(args.model, device=args.device, compile=False if args.eager else None, wait=True)
         with args.output.open("w", encoding="utf-8") as out:
-            for row in run(engine, tasks, args.steps, args.span, args.mode):
+            for row in run(engine, tasks, args.steps, args.span, args.mode, args.raw):
                 out.write(json.dumps(row) + "\n")
     except (OSError, ValueError) as err:
         print(f"spanfill batch: {err}", file=sys.stderr)

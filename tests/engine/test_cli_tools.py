@@ -18,19 +18,51 @@ def run(*argv) -> int:
 
 
 @pytest.mark.parametrize("mode", ["diffusion", "ar"])
-def test_spanfill_batch_writes_each_task_with_the_engines_completion(tiny_dir, tmp_path, capsys, mode):
+def test_spanfill_batch_raw_writes_each_task_with_the_engines_middle(tiny_dir, tmp_path, capsys, mode):
     tasks, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
     tasks.write_text("".join(json.dumps(t) + "\n" for t in TASKS) + "\n")      # a blank line is skipped
     assert run("batch", tasks, out, "--model", tiny_dir, "--device", "cpu", "--eager",
-               "--steps", 2, "--span", 8, "--mode", mode) == 0
+               "--steps", 2, "--span", 8, "--mode", mode, "--raw") == 0
     assert f"wrote 3 completions to {out}" in capsys.readouterr().err
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     engine = Engine.load(tiny_dir, device="cpu", compile=False)                # as batch loads it, tasks in the same order
     for task, row in zip(TASKS, rows, strict=True):
         want = engine.complete(CompletionRequest(prefix=task["prefix"], suffix=task.get("suffix", ""), steps=2,
                                                  span_length=8, mode=mode)).texts[0]
-        assert row == {**task, "completion": want, "latency_ms": row["latency_ms"]} and row["latency_ms"] > 0
+        assert row == {**task, "completion": want, "raw": want, "latency_ms": row["latency_ms"]} and row["latency_ms"] > 0
     assert any(row["completion"] for row in rows)                              # not only empty texts compared
+
+
+LINE_TASK = {"id": "line", "prefix": "def area(r):\n    pi = 3.14159\n", "suffix": "    return pi * r ** 2\n"}
+
+
+def test_spanfill_batch_writes_what_the_editor_would_insert(shipped_model, tmp_path):
+    """By default "completion" is the server's answer: its post-processing of the engine's middle (here, at
+    column 0 of a line with code: whole lines with their break), AR again where diffusion shows nothing."""
+    from spanfill.engine.decoding.postprocess import Cursor, finish
+    rows = {}
+    for language in ("python", "text"):
+        tasks, out = tmp_path / f"{language}.jsonl", tmp_path / f"{language}.out.jsonl"
+        tasks.write_text("".join(json.dumps({**t, "language": language}) + "\n" for t in [*TASKS, LINE_TASK]))
+        assert run("batch", tasks, out, "--model", shipped_model, "--device", "cpu", "--eager") == 0
+        rows[language] = [json.loads(line) for line in out.read_text().splitlines()]
+    engine = Engine.load(shipped_model, device="cpu", compile=False)
+    for language, python in (("python", True), ("text", False)):
+        for task, row in zip([*TASKS, LINE_TASK], rows[language], strict=True):
+            cursor = Cursor(task["prefix"], task.get("suffix", ""))
+            result = engine.complete(CompletionRequest(prefix=task["prefix"], suffix=task.get("suffix", ""),
+                                                       would_show=lambda text: finish(text, cursor, python) is not None))
+            assert row["raw"] == result.texts[0]
+            assert row["completion"] == (finish(result.texts[0], cursor, python) or "")
+    line = rows["python"][-1]["completion"]
+    assert line == "" or (line.endswith("\n") and line.count("\n") == 1), repr(line)
+
+
+def test_spanfill_batch_refuses_a_language_that_is_not_a_string(tiny_dir, tmp_path, capsys):
+    tasks, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
+    tasks.write_text(json.dumps({**TASKS[0], "language": 3}) + "\n")
+    assert run("batch", tasks, out, "--model", tiny_dir, "--device", "cpu", "--eager") == 2
+    assert f'{tasks}:1: "language" must be a string' in capsys.readouterr().err
 
 
 def test_spanfill_batch_names_the_line_it_cannot_read(tiny_dir, tmp_path, capsys):
