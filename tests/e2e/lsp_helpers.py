@@ -70,6 +70,12 @@ async def inline(client: LanguageClient, uri: str, position: types.Position, inv
     return await client.text_document_inline_completion_async(inline_params(uri, position, invoked))
 
 
+async def popup(client: LanguageClient, uri: str, position: types.Position) -> types.CompletionList:
+    """textDocument/completion at `position`: the server's fallback items for clients without inline completion."""
+    return await client.text_document_completion_async(types.CompletionParams(
+        text_document=types.TextDocumentIdentifier(uri), position=position))
+
+
 async def first_suggestion(client: LanguageClient, uri: str, text: str, positions: list[types.Position],
                            language: str = "python"):
     """Open `text` (as `language`) and return (position, insert text, range) at the first of `positions`

@@ -7,7 +7,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from lsp_helpers import CONFIG, inline, open_doc, start
+from lsp_helpers import CONFIG, inline, open_doc, popup, start
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -64,8 +64,7 @@ async def test_crlf_document_gets_crlf_line_breaks(client: LanguageClient):
 async def test_completion_fallback_item_keeps_the_line_break(client: LanguageClient):
     uri = "file:///e2e/line_start_popup.py"
     open_doc(client, uri, SOURCE)
-    result = await client.text_document_completion_async(types.CompletionParams(
-        text_document=types.TextDocumentIdentifier(uri), position=CURSOR))
+    result = await popup(client, uri, CURSOR)
     assert result.items, "no fallback item at column 0"
     for item in result.items:
         new_text = item.text_edit.new_text

@@ -16,7 +16,7 @@ from pytest_lsp import ClientServerConfig, LanguageClient
 
 from spanfill.server.headless import answered_by
 
-from lsp_helpers import (CONFIG, SERVE, first_suggestion, inline, inline_params, insert, open_doc, start,
+from lsp_helpers import (CONFIG, SERVE, first_suggestion, inline, inline_params, insert, open_doc, popup, start,
                          starts_with_a_line, status, utf16_len)
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -216,8 +216,7 @@ async def test_bad_requests_get_clean_answers_and_the_server_keeps_serving(clien
 async def test_completion_fallback_items_are_single_line(client: LanguageClient):
     uri = "file:///e2e/fallback.py"
     open_doc(client, uri, FUNCTION_BODY)
-    result = await client.text_document_completion_async(types.CompletionParams(
-        text_document=types.TextDocumentIdentifier(uri), position=BODY_CURSOR))
+    result = await popup(client, uri, BODY_CURSOR)
     assert result.items, "no fallback item inside the function body"
     for item in result.items:
         assert "\n" not in item.text_edit.new_text and item.text_edit.new_text.strip()
