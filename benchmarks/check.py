@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import add_task_args, alternate, load_engine, paired, task_counts, write  # noqa: E402
 
-from spanfill.engine import CompletionRequest, Cursor, build_tasks, finish, read_split, score_text, summarise  # noqa: E402
+from spanfill.engine import CompletionRequest, Cursor, Shown, build_tasks, read_split, score_text, summarise  # noqa: E402
 
 # "auto": the request's defaults (at a single-line cursor a draft of api.CHECKED_STEPS, its tokens held to
 # DEFAULT_CHECK and its end to DEFAULT_END_CHECK; unchecked at a multi-line one); "none": the draft as it
@@ -40,15 +40,16 @@ def parse(setting: str, steps: int) -> tuple[float | str | None, int | None, int
 
 def run(engine, task, steps: int, setting: str):
     """(score, draft tokens kept) of one task under one setting ("ar" or a CHECKS entry)."""
-    cursor = Cursor(task.prefix, task.suffix)
+    shown = Shown(Cursor(task.prefix, task.suffix), python=True)   # held-out tasks are Python files
     mode = "ar" if setting == "ar" else "diffusion"
     check, steps, span = parse(setting, steps)
     req = CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, steps=steps, check=check,
-                            span_length=span, would_show=lambda raw: finish(raw, cursor, python=True) is not None)
+                            span_length=span, would_show=shown.would_show)
     t0 = time.perf_counter()
     result = engine.complete(req)
     ms = (time.perf_counter() - t0) * 1e3
-    return score_text(task, result.texts[0], ms, result.forward_passes), (result.kept_tokens or [0])[0]
+    return (score_text(task, result.texts[0], ms, result.forward_passes, lambda raw, _cursor: shown.text(raw)),
+            (result.kept_tokens or [0])[0])
 
 
 def main(argv=None) -> int:

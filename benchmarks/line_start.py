@@ -55,9 +55,10 @@ def main(argv=None) -> int:
         would_show = (lambda raw: show(raw, cursor) is not None) if mode == "diffusion" else None
         t0 = time.perf_counter()
         result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, mode=mode, would_show=would_show))
-        scored = score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.forward_passes, show)
-        whole_file[setting].append((show(result.texts[0], cursor) or "") == task.middle)
-        return scored
+        ms = (time.perf_counter() - t0) * 1e3
+        shown = show(result.texts[0], cursor)
+        whole_file[setting].append((shown or "") == task.middle)
+        return score_text(task, result.texts[0], ms, result.forward_passes, lambda _raw, _cursor: shown)
 
     runs = alternate([engine], tasks, settings, decode)
     rows = []

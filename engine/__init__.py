@@ -31,6 +31,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "cut_suffix": ".decoding.prompt",
     "Cursor": ".decoding.postprocess",
     "finish": ".decoding.postprocess",
+    "Shown": ".decoding.postprocess",
     "to_lf": ".decoding.postprocess",
     "read_split": ".training.corpus",
     "Task": ".tools.scoring",

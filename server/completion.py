@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from spanfill.engine import CompletionRequest, Cursor, finish, to_lf
+from spanfill.engine import CompletionRequest, Cursor, Shown, to_lf
 
 from .cache import Suggestion
 from .context import Context
@@ -60,25 +60,7 @@ def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int]:
     return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text)
 
 
-class _Shown:
-    """What the editor shows of a raw candidate (post-processing and, for Python, the gate), each
-    candidate finished once: the engine asks through `would_show` whether diffusion wrote anything
-    shown (none: it decodes again by AR), and the answer is built from the same finished texts."""
-
-    def __init__(self, cursor: Cursor, python: bool):
-        self.cursor, self.python = cursor, python
-        self._done: dict[str, str | None] = {}
-
-    def text(self, raw: str) -> str | None:
-        if raw not in self._done:
-            self._done[raw] = finish(raw, self.cursor, self.python)
-        return self._done[raw]
-
-    def would_show(self, raw: str) -> bool:
-        return self.text(raw) is not None
-
-
-def _request(session: Session, ctx: Context, n: int, shown: _Shown) -> CompletionRequest:
+def _request(session: Session, ctx: Context, n: int, shown: Shown) -> CompletionRequest:
     s = session.settings
     sampled = n > 1
     return CompletionRequest(prefix=to_lf(ctx.prefix), suffix=to_lf(ctx.suffix), snippets=ctx.snippets,
@@ -146,7 +128,7 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
     window_ms = (time.perf_counter() - t0) * 1e3
     try:
-        shown = _Shown(Cursor(ctx.prefix, ctx.suffix), python=at.doc.language_id == "python")
+        shown = Shown(Cursor(ctx.prefix, ctx.suffix), python=at.doc.language_id == "python")
         result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates, shown))
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
         stats.errors += 1

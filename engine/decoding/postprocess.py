@@ -228,3 +228,21 @@ def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
     if not text.strip() or repeats_following_lines(text, cur):
         return None
     return text
+
+
+class Shown:
+    """What an editor shows of a request's raw candidates (`finish`), each finished once: the engine asks
+    through `would_show` whether diffusion wrote anything shown (none: it decodes again by AR), and the
+    answer is built from the same finished texts (the server, `spanfill batch`, the held-out scorer)."""
+
+    def __init__(self, cursor: Cursor, python: bool):
+        self.cursor, self.python = cursor, python
+        self._done: dict[str, str | None] = {}
+
+    def text(self, raw: str) -> str | None:
+        if raw not in self._done:
+            self._done[raw] = finish(raw, self.cursor, self.python)
+        return self._done[raw]
+
+    def would_show(self, raw: str) -> bool:
+        return self.text(raw) is not None

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from ..api import CompletionRequest
-from ..decoding.postprocess import Cursor, finish
+from ..decoding.postprocess import Cursor, Shown
 from ..engine import Engine
 
 
@@ -51,13 +51,12 @@ def read_tasks(path: Path) -> list[dict]:
 def run(engine: Engine, tasks: list[dict], steps: int | None, span: int | None, mode: str, raw: bool = False):
     for task in tasks:
         prefix, suffix = task["prefix"], task.get("suffix", "")
-        cursor, python = Cursor(prefix, suffix), task.get("language", "python") == "python"
+        shown = Shown(Cursor(prefix, suffix), python=task.get("language", "python") == "python")
         t0 = time.perf_counter()
-        result = engine.complete(CompletionRequest(
-            prefix=prefix, suffix=suffix, steps=steps, span_length=span, mode=mode,
-            would_show=None if raw else (lambda text: finish(text, cursor, python) is not None)))
+        result = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, steps=steps, span_length=span,
+                                                   mode=mode, would_show=None if raw else shown.would_show))
         text = result.texts[0]
-        yield {**task, "completion": text if raw else (finish(text, cursor, python) or ""), "raw": text,
+        yield {**task, "completion": text if raw else (shown.text(text) or ""), "raw": text,
                "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
 
 

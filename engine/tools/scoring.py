@@ -16,7 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..api import CompletionRequest
-from ..decoding.postprocess import Cursor, finish
+from ..decoding.postprocess import Cursor, Shown, finish
 from ..training.samples import cut_line_rest, cut_line_start, cut_lines
 
 
@@ -119,12 +119,13 @@ def score(engine, task: Task, fallback: bool = False, **request) -> Score:
     """Complete `task` with `CompletionRequest(**request)` and score its first candidate; the
     latency is the whole `complete` call. fallback: AR decodes again when the editor would show none
     of diffusion's candidates (`CompletionRequest.would_show`), as the server asks."""
+    shown = Shown(Cursor(task.prefix, task.suffix), python=True)   # held-out tasks are Python files
     if fallback:
-        cursor = Cursor(task.prefix, task.suffix)
-        request["would_show"] = lambda raw: finish(raw, cursor, python=True) is not None
+        request["would_show"] = shown.would_show
     t0 = time.perf_counter()
     result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, **request))
-    return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.forward_passes)
+    return score_text(task, result.texts[0], (time.perf_counter() - t0) * 1e3, result.forward_passes,
+                      lambda raw, _cursor: shown.text(raw))
 
 
 def score_text(task: Task, text: str, latency_ms: float, forward_passes: int, show=None) -> Score:

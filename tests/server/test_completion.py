@@ -337,14 +337,14 @@ class AskingEngine(FakeEngine):
 
 
 async def test_each_candidate_is_post_processed_once(make_session, monkeypatch):
-    from spanfill.server import completion
+    from spanfill.engine.decoding import postprocess     # where the server's Shown finishes candidates
     finished = []
 
     def counted(raw, cursor, python=False):
         finished.append(raw)
-        return completion_finish(raw, cursor, python)
-    completion_finish = completion.finish
-    monkeypatch.setattr(completion, "finish", counted)
+        return original_finish(raw, cursor, python)
+    original_finish = postprocess.finish
+    monkeypatch.setattr(postprocess, "finish", counted)
     session, engine = make_session(AskingEngine, texts=("total = a + b", "if = =[.[]"))
     answer = await suggest(session, query(candidates=2))
     assert engine.answers == [True, False]                 # the engine was told what the editor would show

@@ -8,7 +8,8 @@ import pytest
 from lsprotocol import types
 
 from spanfill.engine import Tokenizer
-from spanfill.server import completion, lsp
+from spanfill.engine.decoding import postprocess
+from spanfill.server import lsp
 from spanfill.server.completion import Query, suggest
 from spanfill.server.session import Session
 from spanfill.server.settings import Settings
@@ -60,7 +61,7 @@ def broken_windows(tok, monkeypatch):
 def broken_postprocessing(tok, monkeypatch):
     def finish(raw, cursor, python=False):
         raise IndexError("post-processing broke")
-    monkeypatch.setattr(completion, "finish", finish)
+    monkeypatch.setattr(postprocess, "finish", finish)      # where the server's Shown finishes candidates
     return FakeEngine(tok)
 
 
