@@ -109,6 +109,16 @@ def _still_open(session: Session, at: _Located) -> bool:
     return session.documents.get(at.doc.uri) is at.doc
 
 
+def _cursor(ctx: Context, at: _Located) -> Cursor:
+    """The cursor post-processing finishes candidates at: the windows the engine saw, and the document
+    above the prefix window, from which the Python gate knows whether the window starts inside a
+    string or brackets (none where the window is not the document's own text, as when a cursor line
+    longer than the budget was cut by tokens)."""
+    start = at.offset - len(ctx.prefix)
+    known = start > 0 and at.view.text.startswith(ctx.prefix, start, at.offset)
+    return Cursor(ctx.prefix, ctx.suffix, at.view.text[:start] if known else "")
+
+
 async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Located) -> list[str] | None:
     """Debounce, build the context, run the engine, post-process; None when superseded or refused."""
     stats = session.stats
@@ -128,7 +138,7 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
     window_ms = (time.perf_counter() - t0) * 1e3
     try:
-        shown = Shown(Cursor(ctx.prefix, ctx.suffix), python=at.doc.language_id == "python")
+        shown = Shown(_cursor(ctx, at), python=at.doc.language_id == "python")
         result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates, shown))
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
         stats.errors += 1

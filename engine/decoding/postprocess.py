@@ -34,6 +34,8 @@ OVERLAP_SCAN = 512            # longest repeated tail looked for, in characters
 class Cursor:
     before: str               # text before the cursor, from a line start (the prefix window)
     after: str                # text after the cursor (the suffix window)
+    above: str = ""           # the document before `before`, where that is a window of it: read by the
+                              # Python gate alone, for the strings and brackets open where the window starts
 
     @property
     def line_before(self) -> str:
@@ -208,12 +210,12 @@ def repeats_following_lines(text: str, cur: Cursor) -> bool:
 def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
     """The insert text for one raw engine candidate, or None when nothing is worth showing.
     python: the document is Python, and text that cannot be Python is cut or dropped."""
-    cur = Cursor(to_lf(cur.before), to_lf(cur.after))
+    cur = Cursor(to_lf(cur.before), to_lf(cur.after), to_lf(cur.above))
     raw = to_lf(raw)
     if at_line_start(cur) and "\n" in raw:
         # whole lines above the cursor's line: finished as at a blank line between the two, ended
         # with the line break that moves the cursor's line below them
-        lines = finish(raw, Cursor(cur.before, "\n" + cur.after), python)
+        lines = finish(raw, Cursor(cur.before, "\n" + cur.after, cur.above), python)
         return None if lines is None else lines + "\n"
     text = apply_line_policy(raw, cur)
     text = trim_suffix_overlap(text, cur)

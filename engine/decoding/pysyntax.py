@@ -5,9 +5,11 @@ the editor (postprocess.finish, for Python documents): a rejected candidate show
 
 Judged from the text alone, as typed so far, so it errs towards accepting:
 
-* A scanner (`scan`) follows strings, comments and brackets through the prefix window. A cursor
-  inside a string or comment, or a cursor line that continues an open bracket or string from the
-  lines above, is not judged (the statement starts outside what is known).
+* A scanner (`scan`) follows strings, comments and brackets through the prefix window, from the state
+  the document's text above the window (`Cursor.above`) leaves: a window that starts inside a
+  docstring or a long bracketed literal is read as the inside of one. A cursor inside a string or
+  comment, or a cursor line that continues an open bracket or string from the lines above, is not
+  judged (the statement starts outside what is known).
 * Otherwise the cursor line starts a statement: the line before the cursor, the completion and the
   rest of the line are compiled (`codeop`, so an unfinished statement — an open bracket, a block
   header — counts as fine): inside a loop in an `async def` or a `def` (so that `return`, `await`,
@@ -22,7 +24,9 @@ from __future__ import annotations
 import codeop
 import re
 import textwrap
+import threading
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -94,11 +98,43 @@ def _copy(s: ScanState) -> ScanState:
     return ScanState(list(s.brackets), s.quote, s.comment, s.unmatched)
 
 
+class StartStates:
+    """The scan state at the end of a text (the document above a prefix window), kept for the last few
+    texts asked about: a held window's text above it stays the same from keystroke to keystroke, and
+    the text above a window moved down extends one already scanned, whose scan goes on from its end.
+    Shared by the threads that finish candidates, so one lock guards it."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._known: OrderedDict[str, ScanState] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str) -> ScanState:
+        if not text:
+            return ScanState()
+        with self._lock:
+            state = self._known.get(text)
+            if state is None:
+                # only a text ending on a line break is a safe place to go on from (no escape or
+                # triple quote straddles it)
+                base = max((k for k in self._known if k.endswith("\n") and text.startswith(k)), key=len, default="")
+                state = scan(text[len(base):], _copy(self._known[base]) if base else None)
+                self._known[text] = state
+                if len(self._known) > self.size:
+                    self._known.popitem(last=False)
+            else:
+                self._known.move_to_end(text)
+            return _copy(state)
+
+
+start_state = StartStates()
+
+
 def _cursor_state(cur: Cursor) -> ScanState | None:
     """The scan state at the cursor, or None where the cursor is not judged (inside a string or a
     comment, or on a line that continues a bracket or string opened above)."""
     above = cur.before[:len(cur.before) - len(cur.line_before)]
-    at_line = scan(above)
+    at_line = scan(above, start_state(cur.above))
     if not at_line.top_level:
         return None
     at_cursor = scan(cur.line_before, at_line)

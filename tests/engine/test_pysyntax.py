@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from spanfill.engine.decoding.postprocess import Cursor, finish
-from spanfill.engine.decoding.pysyntax import keep_python, not_python, scan
+from spanfill.engine.decoding.pysyntax import StartStates, keep_python, not_python, scan
 
 
 def at(marked: str) -> Cursor:
@@ -83,6 +83,67 @@ def test_the_scanner_follows_strings_comments_and_brackets():
     assert s.brackets == ["(", "["] and s.quote is None and not s.comment and not s.unmatched
     assert scan("x = '''open").quote == "'''" and scan("x = 1  # note").comment
     assert scan("a)").unmatched and scan("(]").unmatched
+
+
+DOCSTRING = '"""A module whose docstring is longer than a prefix window.\n\n' + "Usage: call it.\n" * 3
+
+
+def window_at(marked: str, lines: int) -> tuple[str, Cursor]:
+    """The document `marked` (cursor at "|"), and its cursor as the server sees it: the prefix window of
+    the last `lines` lines before the cursor's, with the document above it in `Cursor.above`."""
+    before, after = marked.split("|")
+    rows = before.split("\n")
+    above, window = "\n".join(rows[:-lines - 1]) + "\n", "\n".join(rows[-lines - 1:])
+    return window, Cursor(window, after, above)
+
+
+def test_a_window_that_starts_inside_a_docstring_is_judged_from_the_text_above_it():
+    """A prefix window cut inside a docstring reads its closing quotes as opening ones: alone, it puts
+    code in a string (not judged) and the docstring's prose in code. `Cursor.above` gives the gate the
+    strings and brackets open where the window starts."""
+    in_code = DOCSTRING + '"""\n\n\ndef cheapest(items):\n    |\n'
+    window, cur = window_at(in_code, 5)
+    assert window.startswith("Usage") and not not_python("if = item.split(item)", Cursor(window, cur.after))
+    assert not_python("if = item.split(item)", cur) and keep_python("if = item.split(item)", cur) is None
+    assert finish("if = item.split(item)\n    is not None:", cur, python=True) is None
+    assert finish("return min(items)", cur, python=True) == "return min(items)"
+    _, cur = window_at(DOCSTRING + '"""\n\n\ndef cheapest(items):\n|    return None\n', 5)   # column 0
+    assert finish("if = item.split(item)\n", cur, python=True) is None
+    assert finish("items.sort()\n", cur, python=True) == "items.sort()\n"
+
+    in_prose = DOCSTRING + "Returns: |\n" + '"""\n'          # prose inside the docstring is not code
+    _, cur = window_at(in_prose, 2)
+    assert finish("the cheapest item, or None if there is none.", cur, python=True) == \
+        "the cheapest item, or None if there is none."
+
+
+def test_a_window_that_starts_inside_brackets_is_judged_from_the_text_above_it():
+    in_list = "NAMES = [\n" + '    "a",\n' * 4 + "    |\n]\n"       # an element line, not a statement
+    _, cur = window_at(in_list, 2)
+    assert keep_python('"b", "c" if', cur) == '"b", "c" if'
+    after_list = "NAMES = [\n" + '    "a",\n' * 4 + "]\nfor name in NAMES:\n    |\n"
+    _, cur = window_at(after_list, 3)
+    assert not_python("print(name))", cur) and not not_python("print(name)", cur)
+
+
+def test_start_states_scan_each_text_above_once_and_go_on_from_a_text_it_extends(monkeypatch):
+    import spanfill.engine.decoding.pysyntax as pysyntax
+    states, scanned = StartStates(size=2), []
+
+    def counting(text, state=None):
+        scanned.append(text)
+        return scan(text, state)
+    monkeypatch.setattr(pysyntax, "scan", counting)
+    top = '"""Doc\n\nmore\n'
+    assert states(top).quote == '"""' and states(top).quote == '"""'
+    assert scanned == [top]                                   # the second ask was remembered
+    longer = top + '"""\nx = (\n'
+    assert states(longer) == scan(longer) and scanned[-1] == '"""\nx = (\n'   # went on from `top`
+    states("a\n"), states("b\n")                               # two more: `top` and `longer` forgotten
+    scanned.clear()
+    assert states(longer).brackets == ["("] and scanned == [longer]
+    states(longer).brackets.append("[")                       # a caller's copy: what is kept is unchanged
+    assert states(longer).brackets == ["("]
 
 
 def test_every_line_of_real_python_files_passes():

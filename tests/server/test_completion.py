@@ -326,6 +326,18 @@ async def test_a_python_document_never_shows_text_that_cannot_be_python(make_ses
     assert garbage.split("\n")[0] in other.texts[1]
 
 
+async def test_the_python_gate_knows_a_prefix_window_starts_inside_a_docstring(make_session):
+    """A module docstring longer than the prefix window: the window starts inside it, and only the
+    document above the window says that its closing quotes close a string."""
+    garbage = "if = item.split(item)\n    is not None:"
+    session, engine = make_session(texts=(garbage, "return min(items)"))
+    source = '"""Inventory helpers.\n\n' + "Each helper takes a list of items.\n" * 200 + '"""\n\n\ndef cheapest(items):\n    \n'
+    session.documents.open(types.TextDocumentItem(URI, "python", 1, source))
+    answer = await suggest(session, query(types.Position(source.count("\n") - 1, 4), candidates=2))
+    assert not engine.calls[0].prefix.startswith('"""')          # the engine saw a window inside the docstring
+    assert answer.texts == ["return min(items)"]
+
+
 class AskingEngine(FakeEngine):
     """A FakeEngine that asks `request.would_show` about each of its candidates, as the real engine
     does before deciding on an AR fallback."""
