@@ -7,9 +7,11 @@ Judged from the text alone, as typed so far, so it errs towards accepting:
 
 * A scanner (`scan`) follows strings, comments and brackets through the prefix window, from the state
   the document's text above the window (`Cursor.above`) leaves: a window that starts inside a
-  docstring or a long bracketed literal is read as the inside of one. A cursor inside a string or
-  comment, or a cursor line that continues an open bracket or string from the lines above, is not
-  judged (the statement starts outside what is known).
+  docstring or a long bracketed literal is read as the inside of one. Brackets still open at a line
+  that only a statement can start (`def`, `return`, ...) were left unfinished by code being written
+  above it, and are dropped there (`recover`). A cursor inside a string or comment, or a cursor line
+  that continues an open bracket or string from the lines above, is not judged (the statement starts
+  outside what is known).
 * Otherwise the cursor line starts a statement: the line before the cursor, the completion and the
   rest of the line are compiled (`codeop`, so an unfinished statement — an open bracket, a block
   header — counts as fine): inside a loop in an `async def` or a `def` (so that `return`, `await`,
@@ -55,11 +57,18 @@ class ScanState:
 
 
 INTERESTING = re.compile(r"[\"'#()\[\]{}\\\n]")
+# a line that starts with one of these is a statement, never the inside of brackets: brackets still
+# open there were left unfinished above it (code being written), and `scan(recover=True)` forgets them
+STATEMENT_ONLY = re.compile(r"[ \t]*(?:async[ \t]+def|def|class|return|import|raise|pass|while|try|except|finally|with)\b")
 
 
-def scan(text: str, state: ScanState | None = None) -> ScanState:
-    """Follow strings, comments and brackets through `text`, from `state` (a fresh one: outside all)."""
+def scan(text: str, state: ScanState | None = None, recover: bool = False) -> ScanState:
+    """Follow strings, comments and brackets through `text`, from `state` (a fresh one: outside all).
+    recover: brackets open at a line that only a statement can start (STATEMENT_ONLY) are dropped, so
+    that one unfinished line does not leave the rest of a document inside brackets."""
     s = state or ScanState()
+    if recover:               # `text` starts a line
+        _forget_unfinished(s, text, 0)
     i, n = 0, len(text)
     while i < n:
         m = INTERESTING.search(text, i)
@@ -67,6 +76,8 @@ def scan(text: str, state: ScanState | None = None) -> ScanState:
             break
         i = m.start()
         ch = text[i]
+        if recover and ch == "\n":
+            _forget_unfinished(s, text, i + 1)
         if s.comment:
             if ch == "\n":
                 s.comment = False
@@ -94,6 +105,11 @@ def scan(text: str, state: ScanState | None = None) -> ScanState:
     return s
 
 
+def _forget_unfinished(s: ScanState, text: str, line_start: int) -> None:
+    if s.brackets and not s.quote and STATEMENT_ONLY.match(text, line_start):
+        s.brackets.clear()
+
+
 def _copy(s: ScanState) -> ScanState:
     return ScanState(list(s.brackets), s.quote, s.comment, s.unmatched)
 
@@ -118,7 +134,7 @@ class StartStates:
                 # only a text ending on a line break is a safe place to go on from (no escape or
                 # triple quote straddles it)
                 base = max((k for k in self._known if k.endswith("\n") and text.startswith(k)), key=len, default="")
-                state = scan(text[len(base):], _copy(self._known[base]) if base else None)
+                state = scan(text[len(base):], _copy(self._known[base]) if base else None, recover=True)
                 self._known[text] = state
                 if len(self._known) > self.size:
                     self._known.popitem(last=False)
@@ -134,7 +150,8 @@ def _cursor_state(cur: Cursor) -> ScanState | None:
     """The scan state at the cursor, or None where the cursor is not judged (inside a string or a
     comment, or on a line that continues a bracket or string opened above)."""
     above = cur.before[:len(cur.before) - len(cur.line_before)]
-    at_line = scan(above, start_state(cur.above))
+    at_line = scan(above, start_state(cur.above), recover=True)
+    _forget_unfinished(at_line, cur.line_before, 0)
     if not at_line.top_level:
         return None
     at_cursor = scan(cur.line_before, at_line)

@@ -126,13 +126,28 @@ def test_a_window_that_starts_inside_brackets_is_judged_from_the_text_above_it()
     assert not_python("print(name))", cur) and not not_python("print(name)", cur)
 
 
+def test_brackets_left_open_by_a_line_being_written_do_not_hold_the_lines_below():
+    """`item = find(` typed in one function leaves a bracket open to the end of the file; a line that only
+    a statement can start (`def`, `return`, ...) shows it was left unfinished, and the gate judges the
+    next function's body again: in the window, and in the document above it."""
+    source = "def restock(items, name):\n    item = find(\n\n\ndef cheapest(items):\n    |\n"
+    assert not_python("if = item.split(item)", at(source))
+    _, cur = window_at(source, 1)
+    assert "find(" in cur.above and not_python("if = item.split(item)", cur)
+    assert not_python("x.(", at("x = find(\n    return |\n"))    # the cursor's own line starts a statement
+    assert scan("x = find(\ndef f():\n").brackets == ["("]                 # only where asked
+    assert scan("x = find(\ndef f():\n", recover=True).brackets == []
+    assert scan('x = f("""\ndef f():\n', recover=True).quote == '"""'     # not inside a string
+    assert scan("x = f(\n    returned,\n", recover=True).brackets == ["("]  # a name, not the keyword
+
+
 def test_start_states_scan_each_text_above_once_and_go_on_from_a_text_it_extends(monkeypatch):
     import spanfill.engine.decoding.pysyntax as pysyntax
     states, scanned = StartStates(size=2), []
 
-    def counting(text, state=None):
+    def counting(text, state=None, recover=False):
         scanned.append(text)
-        return scan(text, state)
+        return scan(text, state, recover)
     monkeypatch.setattr(pysyntax, "scan", counting)
     top = '"""Doc\n\nmore\n'
     assert states(top).quote == '"""' and states(top).quote == '"""'
