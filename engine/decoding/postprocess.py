@@ -12,7 +12,8 @@ Each rule is one function over `(text, Cursor)`; `finish` applies them in order:
 4. indentation      no deeper than the block at an empty line, stop where a line leaves the
                     block, and the document's tabs-or-spaces style
 5. Python           in a Python document, only what can be Python where it stands: the longest run
-                    of leading whole lines that can, or nothing (pysyntax.py)
+                    of leading whole lines that can, or nothing; and nothing after a `return`,
+                    `raise`, `continue` or `break` at its indentation, which never runs (pysyntax.py)
 6. rejection        nothing rather than whitespace or a copy of the lines that follow
 
 All text here uses `\\n`; the caller converts to the document's line ending at the very end.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .pysyntax import CLOSERS, OPENERS, keep_python
+from .pysyntax import CLOSERS, OPENERS, cut_unreachable, keep_python
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 QUOTES = "\"'`"
@@ -226,7 +227,7 @@ def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
     if not cur.line_after.strip():
         text = text.rstrip()
     if python and text.strip():
-        text = keep_python(text, cur) or ""
+        text = cut_unreachable(keep_python(text, cur) or "", cur)
     if not text.strip() or repeats_following_lines(text, cur):
         return None
     return text

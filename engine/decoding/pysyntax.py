@@ -146,13 +146,20 @@ class StartStates:
 start_state = StartStates()
 
 
-def _cursor_state(cur: Cursor) -> ScanState | None:
-    """The scan state at the cursor, or None where the cursor is not judged (inside a string or a
-    comment, or on a line that continues a bracket or string opened above)."""
+def _line_state(cur: Cursor) -> ScanState | None:
+    """The scan state at the start of the cursor's line, or None where that line continues a bracket or
+    string opened above."""
     above = cur.before[:len(cur.before) - len(cur.line_before)]
     at_line = scan(above, start_state(cur.above), recover=True)
     _forget_unfinished(at_line, cur.line_before, 0)
-    if not at_line.top_level:
+    return at_line if at_line.top_level else None
+
+
+def _cursor_state(cur: Cursor) -> ScanState | None:
+    """The scan state at the cursor, or None where the cursor is not judged (inside a string or a
+    comment, or on a line that continues a bracket or string opened above)."""
+    at_line = _line_state(cur)
+    if at_line is None:
         return None
     at_cursor = scan(cur.line_before, at_line)
     if at_cursor.quote or at_cursor.comment or at_cursor.unmatched:
@@ -184,6 +191,32 @@ def keep_python(text: str, cur: Cursor) -> str | None:
         if kept.strip() and not _judge(kept, cur, at_cursor):
             return kept
     return None
+
+
+FLOW_END = re.compile(r"[ \t]*(?:return|raise|continue|break)\b")
+
+
+def cut_unreachable(text: str, cur: Cursor) -> str:
+    """`text` without its lines from the first that starts a statement at the indentation of a `return`,
+    `raise`, `continue` or `break` above it (outside brackets and strings): Python never runs that
+    line, and a model that writes one is repeating itself. A cursor line that continues a bracket or
+    string from above is left alone."""
+    state = _line_state(cur)
+    if state is None or "\n" not in text:
+        return text
+    lines = (cur.line_before + text).split("\n")
+    ended = None                                    # the indentation width a flow end left
+    for i, line in enumerate(lines):
+        if state.top_level and line.strip() and not line.lstrip().startswith("#"):
+            indent = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+            if ended is not None and indent == ended:
+                return "\n".join(lines[:i])[len(cur.line_before):].rstrip()
+            if ended is not None and indent < ended:
+                ended = None                        # a dedent: another block, run again
+            if FLOW_END.match(line):
+                ended = indent
+        state = scan(line + "\n", state)
+    return text
 
 
 def _compiles(statement: str) -> bool:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from spanfill.engine.decoding.postprocess import Cursor, finish
-from spanfill.engine.decoding.pysyntax import StartStates, keep_python, not_python, scan
+from spanfill.engine.decoding.pysyntax import StartStates, cut_unreachable, keep_python, not_python, scan
 
 
 def at(marked: str) -> Cursor:
@@ -76,6 +76,38 @@ def test_finish_gates_python_documents_only():
     assert finish("return self..join(items)", cur, python=True) is None
     assert finish("return self..join(items)", cur) == "return self..join(items)"
     assert finish("return min(items)\n        x = = 1", cur, python=True) == "return min(items)"
+
+
+def test_lines_after_a_return_at_its_indentation_are_cut():
+    cur = at(BODY)
+    assert finish("return self.price(items)\n        return self.price(items)", cur, python=True) == \
+        "return self.price(items)"
+    assert cut_unreachable("for item in items:\n            if item:\n                continue\n"
+                           "            total += 1\n        raise ValueError(total)\n        x = 1", cur) == \
+        "for item in items:\n            if item:\n                continue\n            total += 1\n        raise ValueError(total)"
+    kept = ["if not items:\n            return None\n        return min(items)",       # a dedent runs again
+            "return (\n            a,\n        )",                                      # inside brackets
+            'doc = """\n        return 1\n        return 2\n        """',              # inside a string
+            "return x\n        # a note"]                                              # a comment is no statement
+    for text in kept:
+        assert cut_unreachable(text, cur) == text, text
+    inside_call = at("values = compute(\n    first,\n    |\n)\n")                    # not judged
+    assert cut_unreachable("return 1\n    return 2", inside_call) == "return 1\n    return 2"
+
+
+def test_real_code_is_never_cut_as_unreachable():
+    """Every run of three lines of two real Python files, completed at the first one's indentation, is
+    kept whole."""
+    source = Path(__file__).read_text() + "\n" + Path(scan.__code__.co_filename).read_text()
+    lines = source.split("\n")
+    checked = 0
+    for i in range(1, len(lines) - 3):
+        middle = "\n".join(lines[i:i + 3])
+        indent = middle[:len(middle) - len(middle.lstrip(" "))]
+        cur = Cursor("\n".join(lines[:i]) + "\n" + indent, "\n" + "\n".join(lines[i + 3:]))
+        assert cut_unreachable(middle[len(indent):], cur) == middle[len(indent):], (i, middle)
+        checked += "return" in middle
+    assert checked > 20
 
 
 def test_the_scanner_follows_strings_comments_and_brackets():
