@@ -27,7 +27,7 @@ from report_replay import REPLAY_VARIANTS, replay_goal_row, replay_section, thre
 from report_sections import (by_kind, check_section, cold_rows, eval_section, families_section, gpu_section,
                              int8_section, length_section, limit_section, line_start_section, micro_section,
                              soak_section, span_cut_section, sweep_section, tokenize_time_section,
-                             train_throughput_section)
+                             train_throughput_section, windows_section)
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -108,14 +108,14 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
             ("replay", replay_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
             ("families", families_section),
             ("families_cuda", families_section), ("length", length_section), ("check", check_section),
-            ("line_start", line_start_section),
+            ("line_start", line_start_section), ("windows", windows_section),
             ("train_throughput", train_throughput_section), ("soak", soak_section))
 
 
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
     reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
-                              "families", "families_cuda", "length", "check", "line_start", "train_throughput", "tokenize_time", "soak")
+                              "families", "families_cuda", "length", "check", "line_start", "windows", "train_throughput", "tokenize_time", "soak")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."
@@ -192,6 +192,7 @@ the benchmark that wrote it, then the report.
 | `benchmarks/length.py --data DATA --eager --single 300 --multi 150` | the length strategies and AR alternating task by task: exact match and edit similarity as shown, chars shown beside the reference's, latency |
 | `benchmarks/check.py --data DATA --single 1000 --multi 200` | the AR check of diffusion's draft at several acceptances, the draft unchecked and AR alternating task by task: exact match and edit similarity as shown, chars shown, draft tokens kept, latency, paired wins and losses |
 | `benchmarks/checkpoints.py --data DATA --models shipped RUN --single 1000 --multi 200 --eager` | checkpoints side by side as the server asks, task by task: exact match and edit similarity as shown, paired wins and losses against the first with a sign test (whether a new checkpoint ships); `--fresh-after S M` confirms the winner on tasks beyond those it was chosen on |
+| `benchmarks/windows.py --data DATA --eager --shares 0.75 0.95 1` | the context windows cut to shares of the budget, completed as the server asks, task by task: exact match and edit similarity as shown, against the largest share |
 | `benchmarks/train_throughput.py --data DATA` | a training step's tokens/s and model FLOPs against a matmul's rate: eager or compiled, fp32 or bf16, padded or bucketed batches, batch sizes |
 | `benchmarks/soak.py --data DATA` | a long typing run (`--minutes`, default 30) through the real server with documents opened and closed around it: RSS growth and round-trip drift once warm, failures; then RSS and answers with many documents open, a large document and a long single line |
 

@@ -235,6 +235,25 @@ def line_start_section(r: dict, where: str = "") -> list[str]:
                    "chars shown (reference)", "median ms", "vs first line"], rows)]
 
 
+def windows_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/windows.py: the prefix and suffix windows cut to shares of the budget, paired task by task."""
+    last = r["shares"][-1]
+
+    def vs(p: dict | None) -> str:
+        return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
+    rows = [[x["kind"] + "-line", f"{x['share']:.0%}", f"{x['context_tokens_mean']:.0f}", x["tasks"],
+             pct(x["shown_exact_match"]), f"{x['shown_edit_similarity']:.3f}", vs(x.get("against_last"))]
+            for x in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["share"]))]
+    b = r["budget"]
+    return [f"**Context windows** ({where}`{r['command']}`; {engine_line(r['engine'])}): the prefix and suffix windows "
+            f"cut on line boundaries to a share of the budget ({b['prefix_tokens']} and {b['suffix_tokens']} tokens), "
+            f"completed as the server asks; *context*: tokens in the context, mean; *vs {last:.0%}*: what the "
+            f"{last:.0%} windows won / lost in exact match and their edit-similarity difference ± its standard error, "
+            f"task by task (quality only: each task's full context is cached first, so the smaller windows' latency would include a prefill). The server holds its windows between server/context.py's LOW and 100% of the budget:",
+            "", table(["task", "windows", "context", "tasks", "exact match (shown)", "edit sim. (shown)", f"vs {last:.0%}"],
+                      rows)]
+
+
 def check_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/check.py: the AR check of diffusion's draft at several acceptances, paired task by task."""
     order = {"single": 0, "multi": 1}
