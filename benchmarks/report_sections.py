@@ -244,12 +244,14 @@ def windows_section(r: dict, where: str = "") -> list[str]:
     rows = [[x["kind"] + "-line", f"{x['share']:.0%}", f"{x['context_tokens_mean']:.0f}", x["tasks"],
              pct(x["shown_exact_match"]), f"{x['shown_edit_similarity']:.3f}", vs(x.get("against_last"))]
             for x in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["share"]))]
-    b = r["budget"]
+    b, w = r["budget"], r.get("server_windows")
+    held = (f" The server holds a window between {w['low']:.0%} and 100% of the budget and recuts it to {w['target']:.0%}"
+            f" (server/context.py)" if w else "")
     return [f"**Context windows** ({where}`{r['command']}`; {engine_line(r['engine'])}): the prefix and suffix windows "
             f"cut on line boundaries to a share of the budget ({b['prefix_tokens']} and {b['suffix_tokens']} tokens), "
             f"completed as the server asks; *context*: tokens in the context, mean; *vs {last:.0%}*: what the "
             f"{last:.0%} windows won / lost in exact match and their edit-similarity difference ± its standard error, "
-            f"task by task (quality only: each task's full context is cached first, so the smaller windows' latency would include a prefill). The server holds its windows between server/context.py's LOW and 100% of the budget:",
+            f"task by task (quality only: each task's full context is cached first, so the smaller windows' latency would include a prefill).{held}:",
             "", table(["task", "windows", "context", "tasks", "exact match (shown)", "edit sim. (shown)", f"vs {last:.0%}"],
                       rows)]
 

@@ -23,6 +23,7 @@ from common import add_task_args, alternate, load_engine, paired, task_counts, w
 
 from spanfill.engine import (CompletionRequest, Cursor, Shown, build_tasks, cut_prefix, cut_suffix,  # noqa: E402
                              read_split, score_text, summarise)
+from spanfill.server.context import LOW, TARGET  # noqa: E402
 
 
 def windowed(engine, task, share: float):
@@ -66,7 +67,7 @@ def main(argv=None) -> int:
               + (f"  share {base} won {vs['won']} lost {vs['lost']} ES {vs['es_diff']:+.4f} ± {vs['es_diff_se']:.4f}" if vs else ""))
     out = write("windows", {"engine": engine.info, "budget": {"prefix_tokens": engine.budget.prefix_tokens,
                                                               "suffix_tokens": engine.budget.suffix_tokens},
-                            "eager": args.eager, "shares": args.shares, "tasks": task_counts(tasks), "rows": rows,
+                            "server_windows": {"low": LOW, "target": TARGET}, "eager": args.eager, "shares": args.shares, "tasks": task_counts(tasks), "rows": rows,
                             "command": "python benchmarks/windows.py " + " ".join(argv if argv is not None else sys.argv[1:])})
     print(f"wrote {out}")
     return 0
