@@ -208,7 +208,8 @@ def cut_unreachable(text: str, cur: Cursor) -> str:
     ended = None                                    # the indentation width a flow end left
     for i, line in enumerate(lines):
         if state.top_level and line.strip() and not line.lstrip().startswith("#"):
-            indent = len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+            spaced = line.expandtabs(4)
+            indent = len(spaced) - len(spaced.lstrip())
             if ended is not None and indent == ended:
                 return "\n".join(lines[:i])[len(cur.line_before):].rstrip()
             if ended is not None and indent < ended:
