@@ -34,6 +34,8 @@ $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --backgro
 $PY benchmarks/families.py --threads 1
 $PY benchmarks/length.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --single 300 --multi 150
 $PY benchmarks/check.py --data "$DATA" "${MODEL_ARGS[@]}" --single 1000 --multi 200
+$PY benchmarks/line_start.py --data "$DATA" "${MODEL_ARGS[@]}" --tasks 300
+$PY benchmarks/windows.py --data "$DATA" "${MODEL_ARGS[@]}" --single 1000 --multi 200 --eager --shares 0.5 0.75 0.85 0.95 1
 $PY benchmarks/train_throughput.py --data "$DATA"
 # opt-in: 30 minutes of typing with document churn, then the bounded-resources cases (the soak table)
 if [ "${SOAK:-0}" = 1 ]; then
