@@ -247,7 +247,8 @@ def windows_section(r: dict, where: str = "") -> list[str]:
     b, w = r["budget"], r.get("server_windows")
     held = (f" The server holds a window between {w['low']:.0%} and 100% of the budget and recuts it to {w['target']:.0%}"
             f" (server/context.py)" if w else "")
-    return [f"**Context windows** ({where}`{r['command']}`; {engine_line(r['engine'])}): the prefix and suffix windows "
+    weights = f", {r['weights']}" if "weights" in r else ""
+    return [f"**Context windows** ({where}`{r['command']}`; {engine_line(r['engine'])}{weights}): the prefix and suffix windows "
             f"cut on line boundaries to a share of the budget ({b['prefix_tokens']} and {b['suffix_tokens']} tokens), "
             f"completed as the server asks; *context*: tokens in the context, mean; *vs {last:.0%}*: what the "
             f"{last:.0%} windows won / lost in exact match and their edit-similarity difference ± its standard error, "
