@@ -36,3 +36,9 @@ def shown(row: dict, key: str, fmt) -> str:
 
 def wait_ms(x: float | None) -> str:
     return "never" if x is None else ms(x)    # a percentile that fell on a keystroke never answered
+
+
+def paired(p: dict | None) -> str:
+    """A paired comparison (benchmarks/common.py `paired`): exact matches won / lost and the edit-similarity
+    difference ± its standard error; "-" for the row the others are paired with."""
+    return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"

@@ -2,7 +2,7 @@
 each takes the file's report and where it comes from (date and machine), and returns its lines."""
 from __future__ import annotations
 
-from report_format import engine_line, ms, pct, shown, speed, table
+from report_format import engine_line, ms, paired, pct, shown, speed, table
 
 from spanfill.engine import decoding_label   # the label `spanfill eval` prints
 
@@ -220,12 +220,10 @@ def length_section(r: dict, where: str = "") -> list[str]:
 
 def line_start_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/line_start.py: a whole line written at column 0 of the line below it, under two line policies."""
-    def vs(p: dict | None) -> str:
-        return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
     rows = [["AR" if x["mode"] == "ar" else "diffusion (server defaults, AR fallback)", x["policy"], x["tasks"],
              pct(x["shown_exact_match"]), pct(x["file_exact"]), f"{x['shown_edit_similarity']:.3f}",
              f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})", ms(x["latency_median_ms"]),
-             vs(x.get("vs_first_line"))] for x in r["rows"]]
+             paired(x.get("vs_first_line"))] for x in r["rows"]]
     return [f"**Line-level infilling** ({where}`{r['command']}`; {engine_line(r['engine'])}): one whole held-out line "
             f"written at column 0 of the line below it; *whole lines* is what the server shows there (the line with "
             f"its break), *first line* the single-line policy alone (no break: it joins the line below); *file*: "
@@ -239,10 +237,8 @@ def windows_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/windows.py: the prefix and suffix windows cut to shares of the budget, paired task by task."""
     last = r["shares"][-1]
 
-    def vs(p: dict | None) -> str:
-        return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
     rows = [[x["kind"] + "-line", f"{x['share']:.0%}", f"{x['context_tokens_mean']:.0f}", x["tasks"],
-             pct(x["shown_exact_match"]), f"{x['shown_edit_similarity']:.3f}", vs(x.get("against_last"))]
+             pct(x["shown_exact_match"]), f"{x['shown_edit_similarity']:.3f}", paired(x.get("against_last"))]
             for x in sorted(r["rows"], key=lambda x: (x["kind"] != "single", x["share"]))]
     b, w = r["budget"], r.get("server_windows")
     held = (f" The server holds a window between {w['low']:.0%} and 100% of the budget and recuts it to {w['target']:.0%}"
@@ -261,8 +257,6 @@ def check_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/check.py: the AR check of diffusion's draft at several acceptances, paired task by task."""
     order = {"single": 0, "multi": 1}
 
-    def vs(p: dict | None) -> str:
-        return "-" if not p else f"+{p['won']} / -{p['lost']}; {p['es_diff']:+.3f} ± {p['es_diff_se']:.3f}"
     def name(x: dict) -> str:     # "0.03:2:8": acceptance 0.03 on a draft of 2 steps (T otherwise the run's), L=8
         acceptance, steps, span = (x["setting"].split(":") + ["", ""])[:3]
         label = {"ar": "AR", "none": "draft unchecked", "auto": "the default (`auto`)"}.get(acceptance, f"check {acceptance}")
@@ -270,7 +264,7 @@ def check_section(r: dict, where: str = "") -> list[str]:
     rows = [[x["kind"] + "-line", name(x), x["tasks"], pct(x["shown_exact_match"]),
              f"{x['shown_edit_similarity']:.3f}", f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})",
              f"{x['kept_tokens_mean']:.1f}", ms(x["latency_median_ms"]), f"{x['forward_passes_mean']:.1f}",
-             vs(x.get("vs_unchecked")), vs(x.get("vs_ar"))]
+             paired(x.get("vs_unchecked")), paired(x.get("vs_ar"))]
             for x in sorted(r["rows"], key=lambda x: (order[x["kind"]], x["setting"] == "ar"))]
     return [f"**AR check of the draft** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']} unless a row names its own, the AR "
             f"fallback on, as the server asks): each acceptance, the draft unchecked and AR mode alternating task by task "

@@ -201,8 +201,10 @@ def cut_unreachable(text: str, cur: Cursor) -> str:
     `raise`, `continue` or `break` above it (outside brackets and strings): Python never runs that
     line, and a model that writes one is repeating itself. A cursor line that continues a bracket or
     string from above is left alone."""
+    if "\n" not in text:
+        return text
     state = _line_state(cur)
-    if state is None or "\n" not in text:
+    if state is None:
         return text
     lines = (cur.line_before + text).split("\n")
     ended = None                                    # the indentation width a flow end left
