@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..training.corpus import build, default_sources, read_split
+from ..training.packages import DEFAULT_LIST, canonical_name, install, installed_licences, read_list
 from ..core.tokenizer import Tokenizer
 
 
@@ -19,13 +20,38 @@ def main(argv: list[str] | None = None) -> int:
                     help="another split's held_out.jsonl: its files and their versions stay out of train too")
     ap.add_argument("--count-tokens", type=Path, metavar="TOKENIZER_JSON",
                     help="also count tokens per split with this tokenizer")
+    ap.add_argument("--packages", type=Path, nargs="?", const=DEFAULT_LIST, default=None, metavar="LIST",
+                    help="also the source of the pinned packages a list names (default list: "
+                         "engine/training/packages.txt), installed by pip without their tests")
+    ap.add_argument("--packages-dir", type=Path, default=None, metavar="DIR",
+                    help="the corpus folder the packages are installed into (default: OUT/packages)")
     args = ap.parse_args(argv)
     missing = [s for s in args.sources if not s.is_dir()]
     if missing:
         print(f"spanfill data: not a directory: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
     exclude = [f for path in args.exclude for f in read_split(path)]
-    stats = build(args.out, args.sources or default_sources(), exclude)
+    sources = args.sources or default_sources()
+    listed = None
+    if args.packages:
+        try:
+            listed = read_list(args.packages)
+        except (OSError, ValueError) as e:
+            print(f"spanfill data: {e}", file=sys.stderr)
+            return 2
+        folder = args.packages_dir or args.out / "packages"
+        try:
+            install(listed, folder)
+        except RuntimeError as e:
+            print(f"spanfill data: {e}", file=sys.stderr)
+            return 1
+        sources = [*sources, folder]
+    stats = build(args.out, sources, exclude)
+    if listed:
+        found = {canonical_name(name): licence for name, licence in installed_licences(folder).items()}
+        stats["packages"] = [{"requirement": p.requirement, "licence": p.licence,
+                              "metadata": found.get(canonical_name(p.name), "not installed")} for p in listed]
+        (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     if args.count_tokens:
         tok = Tokenizer.from_file(args.count_tokens)
         for split, name in (("train", "train.jsonl"), ("held_out", "held_out.jsonl")):

@@ -1,0 +1,122 @@
+"""Corpus packages: the source of a fixed, named list of widely used open-source Python packages
+(packages.txt: pinned, each with its licence), installed by pip into a corpus folder and read beside
+the default sources, so that training does not run many epochs over one interpreter's files.
+
+    spanfill data --out /work/data2 --packages --exclude /work/data/held_out.jsonl
+
+Each package comes without its dependencies (`--no-deps`: they are on the list or not taken) and
+without its tests (`tests/` and `test/` folders, `test_*.py`, `*_test.py`, `conftest.py`): the
+corpus holds what a package ships as its code. The folder remembers the list it holds, so a rebuild
+reuses it. The split rule is unchanged (a hash of each file's text), so a corpus with the packages
+keeps every held-out file of one without them out of train; `--exclude` also keeps their versions
+out, and held-out evaluation stays comparable on the smaller corpus's held-out split.
+"""
+from __future__ import annotations
+
+import email.parser
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_LIST = Path(__file__).with_name("packages.txt")
+MARKER = ".spanfill-packages"           # in the corpus folder: the requirements it holds, one per line
+TEST_DIRS = {"tests", "test"}
+TEST_FILE = re.compile(r"(test_.*|.*_test|conftest)\.py$")
+_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)\s+#\s*(?P<licence>\S.*)$")
+
+
+@dataclass(frozen=True)
+class Package:
+    name: str
+    version: str
+    licence: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.name}=={self.version}"
+
+
+def canonical_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()      # a package name as pip compares names
+
+
+def read_list(path: Path = DEFAULT_LIST) -> list[Package]:
+    """The packages a list names. Every line is `name==version  # licence` (blank lines and lines
+    starting with `#` aside): a corpus is only reproducible from pinned versions, and only usable
+    with known licences."""
+    packages, seen = [], set()
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m is None:
+            raise ValueError(f"{path}:{number}: {line!r} is not `name==version  # licence` "
+                             f"(pin the version and name the licence)")
+        key = canonical_name(m["name"])
+        if key in seen:
+            raise ValueError(f"{path}:{number}: {m['name']} is listed twice")
+        seen.add(key)
+        packages.append(Package(m["name"], m["version"], m["licence"].strip()))
+    if not packages:
+        raise ValueError(f"{path} names no package")
+    return packages
+
+
+def is_test_path(relative: Path) -> bool:
+    return bool(TEST_DIRS & set(relative.parts[:-1])) or bool(TEST_FILE.match(relative.name))
+
+
+def drop_tests(root: Path) -> int:
+    """Delete every test folder and test file under `root`; the number of .py files deleted."""
+    dropped = 0
+    for path in sorted(root.rglob("*"), key=lambda p: len(p.parts)):
+        if not path.exists():
+            continue                  # inside a test folder already deleted
+        relative = path.relative_to(root)
+        if path.is_dir() and path.name in TEST_DIRS:
+            dropped += sum(1 for _ in path.rglob("*.py"))
+            shutil.rmtree(path)
+        elif path.is_file() and path.suffix == ".py" and is_test_path(relative):
+            dropped += 1
+            path.unlink()
+    return dropped
+
+
+def install(packages: list[Package], target: Path, pip: list[str] | None = None) -> bool:
+    """The packages' source in `target`, installed by pip unless `target` already holds exactly this
+    list; True where pip ran. `pip`: the command that runs pip (this interpreter's by default)."""
+    target = Path(target)
+    wanted = "\n".join(p.requirement for p in packages) + "\n"
+    marker = target / MARKER
+    if marker.exists() and marker.read_text(encoding="utf-8") == wanted:
+        return False
+    if target.exists():
+        shutil.rmtree(target)     # another list (or an interrupted install): start clean
+    target.mkdir(parents=True)
+    command = [*(pip or [sys.executable, "-m", "pip"]), "install", "--no-deps", "--no-compile",
+               "--disable-pip-version-check", "--target", str(target), *(p.requirement for p in packages)]
+    done = subprocess.run(command)
+    if done.returncode != 0:
+        raise RuntimeError(f"pip could not install the corpus packages into {target} (exit {done.returncode}); "
+                           f"its output is above. Check the registry is reachable, or fix the list")
+    drop_tests(target)
+    marker.write_text(wanted, encoding="utf-8")
+    return True
+
+
+def installed_licences(target: Path) -> dict[str, str]:
+    """name -> the licence each installed package's metadata states (License-Expression, else License,
+    else its licence classifiers): recorded with the corpus to check the list's comments against."""
+    found = {}
+    for metadata in sorted(Path(target).glob("*.dist-info/METADATA")):
+        meta = email.parser.Parser().parsestr(metadata.read_text(encoding="utf-8", errors="replace"), headersonly=True)
+        licence = meta.get("License-Expression") or (meta.get("License") or "").strip()
+        if not licence or "\n" in licence or len(licence) > 80:     # a whole licence text: its classifiers say which
+            licence = "; ".join(c.split("::")[-1].strip() for c in meta.get_all("Classifier") or []
+                                if c.startswith("License ::"))
+        found[meta.get("Name", metadata.parent.name)] = licence or "unknown"
+    return found
