@@ -20,32 +20,31 @@ def main(argv: list[str] | None = None) -> int:
                     help="another split's held_out.jsonl: its files and their versions stay out of train too")
     ap.add_argument("--count-tokens", type=Path, metavar="TOKENIZER_JSON",
                     help="also count tokens per split with this tokenizer")
-    ap.add_argument("--packages", type=Path, nargs="?", const=DEFAULT_LIST, default=None, metavar="LIST",
-                    help="also the source of the pinned packages a list names (default list: "
-                         "engine/training/packages.txt), installed by pip without their tests")
+    ap.add_argument("--packages", action="store_true",
+                    help="also the source of a pinned list of packages, installed by pip without their tests")
+    ap.add_argument("--packages-list", type=Path, default=None, metavar="LIST",
+                    help=f"with --packages: the list (default: {DEFAULT_LIST.name} beside the corpus code)")
     ap.add_argument("--packages-dir", type=Path, default=None, metavar="DIR",
-                    help="the corpus folder the packages are installed into (default: OUT/packages)")
+                    help="with --packages: the corpus folder they are installed into (default: OUT/packages)")
     args = ap.parse_args(argv)
     missing = [s for s in args.sources if not s.is_dir()]
     if missing:
         print(f"spanfill data: not a directory: {', '.join(map(str, missing))}", file=sys.stderr)
         return 2
-    exclude = [f for path in args.exclude for f in read_split(path)]
-    sources = args.sources or default_sources()
-    listed = None
-    if args.packages:
-        try:
-            listed = read_list(args.packages)
-        except (OSError, ValueError) as e:
-            print(f"spanfill data: {e}", file=sys.stderr)
-            return 2
-        folder = args.packages_dir or args.out / "packages"
-        try:
+    if not args.packages and (args.packages_list or args.packages_dir):
+        print("spanfill data: --packages-list and --packages-dir go with --packages", file=sys.stderr)
+        return 2
+    try:
+        exclude = [f for path in args.exclude for f in read_split(path)]
+        sources = args.sources or default_sources()
+        listed, folder = [], args.packages_dir or args.out / "packages"
+        if args.packages:
+            listed = read_list(args.packages_list or DEFAULT_LIST)
             install(listed, folder)
-        except RuntimeError as e:
-            print(f"spanfill data: {e}", file=sys.stderr)
-            return 1
-        sources = [*sources, folder]
+            sources = [*sources, folder]
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"spanfill data: {e}", file=sys.stderr)
+        return 1 if isinstance(e, RuntimeError) else 2
     stats = build(args.out, sources, exclude)
     if listed:
         found = {canonical_name(name): licence for name, licence in installed_licences(folder).items()}

@@ -5,8 +5,8 @@ the default sources, so that training does not run many epochs over one interpre
     spanfill data --out /work/data2 --packages --exclude /work/data/held_out.jsonl
 
 Each package comes without its dependencies (`--no-deps`: they are on the list or not taken) and
-without its tests (`tests/` and `test/` folders, `test_*.py`, `*_test.py`, `conftest.py`): the
-corpus holds what a package ships as its code. The folder remembers the list it holds, so a rebuild
+without its tests (`tests/`, `test/` and `testsuite/` folders, `test_*.py`, `tests.py`, `conftest.py`),
+from wheels only (no package's build code runs): the corpus holds what a package ships as its code. The folder remembers the list it holds, so a rebuild
 reuses it. The split rule is unchanged (a hash of each file's text), so a corpus with the packages
 keeps every held-out file of one without them out of train; `--exclude` also keeps their versions
 out, and held-out evaluation stays comparable on the smaller corpus's held-out split.
@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_LIST = Path(__file__).with_name("packages.txt")
-MARKER = ".spanfill-packages"           # in the corpus folder: the requirements it holds, one per line
-TEST_DIRS = {"tests", "test"}
-TEST_FILE = re.compile(r"(test_.*|.*_test|conftest)\.py$")
-_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)\s+#\s*(?P<licence>\S.*)$")
+MARKER = ".spanfill-packages"       # in the corpus folder: what it holds (or was being filled with)
+PENDING = "installing\n"             # the marker's first line until pip and the test pruning are done
+TEST_DIRS = {"tests", "test", "testsuite"}
+TEST_FILE = re.compile(r"(test_.*|tests|conftest)\.py$", re.IGNORECASE)
+_LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[A-Za-z0-9.+!_-]+)(?:\s+#\s*(?P<licence>\S.*))?$")
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,9 @@ def read_list(path: Path = DEFAULT_LIST) -> list[Package]:
             continue
         m = _LINE.match(line)
         if m is None:
-            raise ValueError(f"{path}:{number}: {line!r} is not `name==version  # licence` "
-                             f"(pin the version and name the licence)")
+            raise ValueError(f"{path}:{number}: {line!r} is not `name==version  # licence` (pin the version)")
+        if m["licence"] is None:
+            raise ValueError(f"{path}:{number}: {line!r} names no licence (add `  # LICENCE` after the version)")
         key = canonical_name(m["name"])
         if key in seen:
             raise ValueError(f"{path}:{number}: {m['name']} is listed twice")
@@ -66,21 +68,21 @@ def read_list(path: Path = DEFAULT_LIST) -> list[Package]:
     return packages
 
 
-def is_test_path(relative: Path) -> bool:
-    return bool(TEST_DIRS & set(relative.parts[:-1])) or bool(TEST_FILE.match(relative.name))
+def is_test_dir(path: Path) -> bool:
+    return path.name.lower() in TEST_DIRS
 
 
 def drop_tests(root: Path) -> int:
-    """Delete every test folder and test file under `root`; the number of .py files deleted."""
+    """Delete every test folder and test file under `root`; the number of .py files deleted. Not
+    `*_test.py`: there it names source as often as tests (scipy.stats' `_page_trend_test.py`)."""
     dropped = 0
     for path in sorted(root.rglob("*"), key=lambda p: len(p.parts)):
         if not path.exists():
             continue                  # inside a test folder already deleted
-        relative = path.relative_to(root)
-        if path.is_dir() and path.name in TEST_DIRS:
+        if path.is_dir() and is_test_dir(path):
             dropped += sum(1 for _ in path.rglob("*.py"))
             shutil.rmtree(path)
-        elif path.is_file() and path.suffix == ".py" and is_test_path(relative):
+        elif path.is_file() and TEST_FILE.match(path.name):
             dropped += 1
             path.unlink()
     return dropped
@@ -88,22 +90,32 @@ def drop_tests(root: Path) -> int:
 
 def install(packages: list[Package], target: Path, pip: list[str] | None = None) -> bool:
     """The packages' source in `target`, installed by pip unless `target` already holds exactly this
-    list; True where pip ran. `pip`: the command that runs pip (this interpreter's by default)."""
+    list for this Python; True where pip ran. `pip`: the command that runs pip (this interpreter's by
+    default). A folder is only ever emptied when it is one of these (its marker) or empty: a folder
+    named by mistake is refused, not deleted."""
     target = Path(target)
-    wanted = "\n".join(p.requirement for p in packages) + "\n"
+    # wheels differ by Python version, and the test pruning is part of what the folder holds
+    wanted = (f"python {sys.version_info.major}.{sys.version_info.minor}; tests dropped: {sorted(TEST_DIRS)} "
+              f"{TEST_FILE.pattern}\n" + "".join(p.requirement + "\n" for p in packages))
     marker = target / MARKER
-    if marker.exists() and marker.read_text(encoding="utf-8") == wanted:
+    if marker.is_file() and marker.read_text(encoding="utf-8") == wanted:
         return False
     if target.exists():
-        shutil.rmtree(target)     # another list (or an interrupted install): start clean
+        if not target.is_dir() or (any(target.iterdir()) and not marker.is_file()):
+            raise RuntimeError(f"{target} is not a corpus packages folder (it has no {MARKER}) and is not empty: "
+                               f"name a new or empty folder")
+        shutil.rmtree(target)     # another list, or an interrupted install: start clean
     target.mkdir(parents=True)
-    command = [*(pip or [sys.executable, "-m", "pip"]), "install", "--no-deps", "--no-compile",
+    marker.write_text(PENDING + wanted, encoding="utf-8")
+    # wheels only: no package's build code runs, and what is read is what the package ships
+    command = [*(pip or [sys.executable, "-m", "pip"]), "install", "--no-deps", "--no-compile", "--only-binary=:all:",
                "--disable-pip-version-check", "--target", str(target), *(p.requirement for p in packages)]
     done = subprocess.run(command)
     if done.returncode != 0:
         raise RuntimeError(f"pip could not install the corpus packages into {target} (exit {done.returncode}); "
                            f"its output is above. Check the registry is reachable, or fix the list")
-    drop_tests(target)
+    dropped = drop_tests(target)
+    print(f"corpus packages: {len(packages)} installed into {target}, {dropped} test files dropped", file=sys.stderr)
     marker.write_text(wanted, encoding="utf-8")
     return True
 
@@ -115,7 +127,7 @@ def installed_licences(target: Path) -> dict[str, str]:
     for metadata in sorted(Path(target).glob("*.dist-info/METADATA")):
         meta = email.parser.Parser().parsestr(metadata.read_text(encoding="utf-8", errors="replace"), headersonly=True)
         licence = meta.get("License-Expression") or (meta.get("License") or "").strip()
-        if not licence or "\n" in licence or len(licence) > 80:     # a whole licence text: its classifiers say which
+        if licence.upper() in ("", "UNKNOWN") or "\n" in licence or len(licence) > 80:     # none, or a whole licence text: the classifiers say which
             licence = "; ".join(c.split("::")[-1].strip() for c in meta.get_all("Classifier") or []
                                 if c.startswith("License ::"))
         found[meta.get("Name", metadata.parent.name)] = licence or "unknown"

@@ -60,7 +60,7 @@ def test_the_shipped_list_pins_every_package_and_names_its_licence():
 
 @pytest.mark.parametrize("body, message", [
     ("requests\n", "pin the version"),
-    ("requests==2.0\n", "pin the version"),          # no licence
+    ("requests==2.0\n", "names no licence"),
     ("Foo_Bar==1.0  # MIT\nfoo-bar==2.0  # MIT\n", "listed twice"),
     ("# nothing\n\n", "names no package"),
 ])
@@ -71,12 +71,13 @@ def test_a_list_that_is_not_pinned_and_licensed_is_refused(tmp_path, body, messa
 
 def test_drop_tests_deletes_test_folders_and_files_only(tmp_path):
     for rel in ("pkg/core.py", "pkg/contest.py", "pkg/testing/helpers.py", "pkg/tests/test_a.py", "pkg/tests/data/b.py",
-                "pkg/sub/test/x.py", "pkg/sub/test_b.py", "pkg/sub/b_test.py", "pkg/conftest.py", "pkg/tests.txt"):
+                "pkg/sub/test/x.py", "pkg/sub/test_b.py", "pkg/sub/tests.py", "pkg/other/Tests/c.py", "pkg/conftest.py",
+                "pkg/tests.txt", "pkg/stats/_trend_test.py"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x = 1\n")
-    assert packages.drop_tests(tmp_path) == 6
+    assert packages.drop_tests(tmp_path) == 7
     left = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
-    assert left == ["pkg/contest.py", "pkg/core.py", "pkg/testing/helpers.py", "pkg/tests.txt"]
+    assert left == ["pkg/contest.py", "pkg/core.py", "pkg/stats/_trend_test.py", "pkg/testing/helpers.py", "pkg/tests.txt"]
 
 
 def test_install_runs_pip_once_per_list_without_deps_and_without_tests(tmp_path, fake_pip):
@@ -84,7 +85,8 @@ def test_install_runs_pip_once_per_list_without_deps_and_without_tests(tmp_path,
     target = tmp_path / "pkgs"
     assert packages.install(listed, target, pip=fake_pip()) is True
     (call,) = fake_pip.calls()
-    assert "--no-deps" in call and f"--target {target}" in call and call.endswith("fakepkg==1.0")
+    assert "--no-deps" in call and "--only-binary=:all:" in call and f"--target {target}" in call
+    assert call.endswith("fakepkg==1.0")
     files = sorted(str(p.relative_to(target)) for p in target.rglob("*.py"))
     assert files == ["fakepkg/__init__.py", "fakepkg/core.py", "fakepkg/testing/helpers.py"]
     assert packages.installed_licences(target) == {"fakepkg": "MIT"}
@@ -100,8 +102,29 @@ def test_a_failed_install_says_so_and_is_not_taken_for_done(tmp_path, fake_pip):
     listed = [packages.Package("fakepkg", "1.0", "MIT")]
     with pytest.raises(RuntimeError, match="could not install"):
         packages.install(listed, tmp_path / "pkgs", pip=fake_pip(fail=True))
-    assert not (tmp_path / "pkgs" / packages.MARKER).exists()
+    assert (tmp_path / "pkgs" / packages.MARKER).read_text().startswith(packages.PENDING)   # not taken for done
     assert packages.install(listed, tmp_path / "pkgs", pip=fake_pip()) is True
+
+
+def test_a_folder_that_is_not_a_packages_folder_is_refused_not_emptied(tmp_path, fake_pip):
+    mine = tmp_path / "src"
+    mine.mkdir()
+    (mine / "work.py").write_text("x = 1\n")
+    with pytest.raises(RuntimeError, match="not a corpus packages folder"):
+        packages.install([packages.Package("fakepkg", "1.0", "MIT")], mine, pip=fake_pip())
+    assert (mine / "work.py").exists() and fake_pip.calls() == []
+
+
+def test_an_interrupted_install_is_started_again(tmp_path, fake_pip):
+    listed = [packages.Package("fakepkg", "1.0", "MIT")]
+    target = tmp_path / "pkgs"
+    packages.install(listed, target, pip=fake_pip())
+    marker = target / packages.MARKER
+    marker.write_text(packages.PENDING + marker.read_text())     # as a stop between pip and the pruning leaves it
+    (target / "fakepkg" / "tests").mkdir()
+    (target / "fakepkg" / "tests" / "test_left.py").write_text("x = 1\n")
+    assert packages.install(listed, target, pip=fake_pip()) is True
+    assert not (target / "fakepkg" / "tests").exists()
 
 
 def test_a_licence_text_in_the_metadata_gives_way_to_its_classifiers(tmp_path):
@@ -110,9 +133,11 @@ def test_a_licence_text_in_the_metadata_gives_way_to_its_classifiers(tmp_path):
     meta.write_text("Metadata-Version: 2.1\nName: big\nLicense: Copyright (c) 2001 Someone\n        All rights reserved.\n"
                     "Classifier: License :: OSI Approved :: BSD License\nClassifier: Programming Language :: Python\n\n")
     assert packages.installed_licences(tmp_path) == {"big": "BSD License"}
+    meta.write_text("Metadata-Version: 2.1\nName: big\nLicense: UNKNOWN\nClassifier: License :: OSI Approved :: MIT License\n\n")
+    assert packages.installed_licences(tmp_path) == {"big": "MIT License"}
 
 
-def test_spanfill_data_reads_the_packages_beside_the_sources(tmp_path, fake_pip, capsys):
+def test_spanfill_data_reads_the_packages_beside_the_sources(tmp_path, fake_pip, capsys, monkeypatch):
     src = tmp_path / "src" / "lib"
     src.mkdir(parents=True)
     for i in range(30):
@@ -121,7 +146,11 @@ def test_spanfill_data_reads_the_packages_beside_the_sources(tmp_path, fake_pip,
     folder = tmp_path / "pkgs"
     packages.install(packages.read_list(listed), folder, pip=fake_pip())    # the CLI finds it installed
     out = tmp_path / "data"
-    assert corpus_cli.main(["--out", str(out), str(tmp_path / "src"), "--packages", str(listed),
+
+    def no_pip(*args, **kwargs):
+        raise AssertionError("the folder holds the list: pip must not run")
+    monkeypatch.setattr(packages.subprocess, "run", no_pip)
+    assert corpus_cli.main(["--out", str(out), str(tmp_path / "src"), "--packages", "--packages-list", str(listed),
                             "--packages-dir", str(folder)]) == 0
     stats = json.loads((out / "stats.json").read_text())
     assert stats["packages"] == [{"requirement": "fakepkg==1.0", "licence": "MIT", "metadata": "MIT"}]
@@ -131,5 +160,18 @@ def test_spanfill_data_reads_the_packages_beside_the_sources(tmp_path, fake_pip,
     assert not any("test_" in p or "/tests/" in p or "conftest" in p for p in paths)
     assert len(fake_pip.calls()) == 1
 
-    assert corpus_cli.main(["--out", str(out), str(tmp_path / "src"), "--packages", str(tmp_path / "none.txt")]) == 2
-    assert "none.txt" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, code, message", [
+    (["--packages", "--packages-list", "none.txt"], 2, "none.txt"),
+    (["--packages-dir", "pkgs"], 2, "go with --packages"),
+    (["--packages", "--packages-dir", "src"], 1, "not a corpus packages folder"),
+    (["--exclude", "missing.jsonl"], 2, "missing.jsonl"),
+])
+def test_spanfill_data_answers_bad_flags_with_an_error(tmp_path, monkeypatch, capsys, flags, code, message):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.py").write_text("x = 1\n")
+    monkeypatch.chdir(tmp_path)
+    assert corpus_cli.main(["--out", "data", "src", *flags]) == code
+    assert message in capsys.readouterr().err
+    assert (tmp_path / "src" / "a.py").exists()
