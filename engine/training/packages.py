@@ -6,10 +6,11 @@ the default sources, so that training does not run many epochs over one interpre
 
 Each package comes without its dependencies (`--no-deps`: they are on the list or not taken) and
 without its tests (`tests/`, `test/` and `testsuite/` folders, `test_*.py`, `tests.py`, `conftest.py`),
-from wheels only (no package's build code runs): the corpus holds what a package ships as its code. The folder remembers the list it holds, so a rebuild
-reuses it. The split rule is unchanged (a hash of each file's text), so a corpus with the packages
-keeps every held-out file of one without them out of train; `--exclude` also keeps their versions
-out, and held-out evaluation stays comparable on the smaller corpus's held-out split.
+from wheels only (no package's build code runs): the corpus holds what a package ships as its code.
+The folder remembers the list it holds, so a rebuild reuses it. The split rule is unchanged (a hash
+of each file's text), so a corpus with the packages keeps every held-out file of one without them
+out of train; `--exclude` also keeps their versions out, and held-out evaluation stays comparable on
+the smaller corpus's held-out split.
 """
 from __future__ import annotations
 
@@ -127,7 +128,8 @@ def installed_licences(target: Path) -> dict[str, str]:
     for metadata in sorted(Path(target).glob("*.dist-info/METADATA")):
         meta = email.parser.Parser().parsestr(metadata.read_text(encoding="utf-8", errors="replace"), headersonly=True)
         licence = meta.get("License-Expression") or (meta.get("License") or "").strip()
-        if licence.upper() in ("", "UNKNOWN") or "\n" in licence or len(licence) > 80:     # none, or a whole licence text: the classifiers say which
+        # none, or a whole licence text: the classifiers say which
+        if licence.upper() in ("", "UNKNOWN") or "\n" in licence or len(licence) > 80:
             licence = "; ".join(c.split("::")[-1].strip() for c in meta.get_all("Classifier") or []
                                 if c.startswith("License ::"))
         found[meta.get("Name", metadata.parent.name)] = licence or "unknown"
