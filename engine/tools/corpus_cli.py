@@ -47,14 +47,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if isinstance(e, RuntimeError) else 2
     stats = build(args.out, sources, exclude)
     if listed:
-        found = {canonical_name(name): licence for name, licence in installed_licences(folder).items()}
+        found = installed_licences(folder)
         stats["packages"] = [{"requirement": p.requirement, "licence": p.licence,
                               "metadata": found.get(canonical_name(p.name), "not installed")} for p in listed]
-        (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     if args.count_tokens:
         tok = Tokenizer.from_file(args.count_tokens)
         for split, name in (("train", "train.jsonl"), ("held_out", "held_out.jsonl")):
             stats[split]["tokens"] = sum(len(ids) for ids in tok.encode_batch([f.text for f in read_split(args.out / name)]))
+    if listed or args.count_tokens:     # build() wrote the counts alone
         (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     print(json.dumps(stats, indent=2))
     return 0

@@ -15,6 +15,7 @@ the smaller corpus's held-out split.
 from __future__ import annotations
 
 import email.parser
+import os
 import re
 import shutil
 import subprocess
@@ -69,23 +70,18 @@ def read_list(path: Path = DEFAULT_LIST) -> list[Package]:
     return packages
 
 
-def is_test_dir(path: Path) -> bool:
-    return path.name.lower() in TEST_DIRS
-
-
 def drop_tests(root: Path) -> int:
     """Delete every test folder and test file under `root`; the number of .py files deleted. Not
     `*_test.py`: there it names source as often as tests (scipy.stats' `_page_trend_test.py`)."""
     dropped = 0
-    for path in sorted(root.rglob("*"), key=lambda p: len(p.parts)):
-        if not path.exists():
-            continue                  # inside a test folder already deleted
-        if path.is_dir() and is_test_dir(path):
-            dropped += sum(1 for _ in path.rglob("*.py"))
-            shutil.rmtree(path)
-        elif path.is_file() and TEST_FILE.match(path.name):
+    for folder, dirs, files in os.walk(root):
+        for name in [d for d in dirs if d.lower() in TEST_DIRS]:
+            dropped += sum(1 for _ in Path(folder, name).rglob("*.py"))
+            shutil.rmtree(Path(folder, name))
+            dirs.remove(name)         # not walked into: it is gone
+        for name in filter(TEST_FILE.match, files):
             dropped += 1
-            path.unlink()
+            Path(folder, name).unlink()
     return dropped
 
 
@@ -122,8 +118,8 @@ def install(packages: list[Package], target: Path, pip: list[str] | None = None)
 
 
 def installed_licences(target: Path) -> dict[str, str]:
-    """name -> the licence each installed package's metadata states (License-Expression, else License,
-    else its licence classifiers): recorded with the corpus to check the list's comments against."""
+    """canonical name -> the licence each installed package's metadata states (License-Expression, else
+    License, else its licence classifiers): recorded with the corpus to check the list's comments against."""
     found = {}
     for metadata in sorted(Path(target).glob("*.dist-info/METADATA")):
         meta = email.parser.Parser().parsestr(metadata.read_text(encoding="utf-8", errors="replace"), headersonly=True)
@@ -132,5 +128,5 @@ def installed_licences(target: Path) -> dict[str, str]:
         if licence.upper() in ("", "UNKNOWN") or "\n" in licence or len(licence) > 80:
             licence = "; ".join(c.split("::")[-1].strip() for c in meta.get_all("Classifier") or []
                                 if c.startswith("License ::"))
-        found[meta.get("Name", metadata.parent.name)] = licence or "unknown"
+        found[canonical_name(meta.get("Name", metadata.parent.name))] = licence or "unknown"
     return found
