@@ -81,6 +81,8 @@ class _Located:
     view: Document         # what the model sees (the popup entry spliced in, if any)
     offset: int            # cursor offset in `view`
     range: types.Range     # what the answer replaces, in client units
+    text: str              # the document's text when the request arrived (didChange edits `doc` in place)
+    tail: int              # characters after the cursor in `view` then
 
 
 def _locate(session: Session, query: Query) -> _Located | None:
@@ -96,10 +98,11 @@ def _locate(session: Session, query: Query) -> _Located | None:
     except PositionError as err:
         log.warning("completion request ignored: %s", err)
         return None
+    tail = len(view.text) - offset
     if query.selected is not None:
-        return _Located(doc, view, offset, query.selected.range)
+        return _Located(doc, view, offset, query.selected.range, doc.text, tail)
     cursor = doc.position_at(offset, encoding)
-    return _Located(doc, view, offset, types.Range(cursor, cursor))
+    return _Located(doc, view, offset, types.Range(cursor, cursor), doc.text, tail)
 
 
 def _still_open(session: Session, at: _Located) -> bool:
@@ -107,6 +110,13 @@ def _still_open(session: Session, at: _Located) -> bool:
     request waited gets no per-document state (context window, cached suggestion) back, which
     nothing would ever free."""
     return session.documents.get(at.doc.uri) is at.doc
+
+
+def _unchanged(session: Session, at: _Located) -> bool:
+    """Whether the document is still open with the text the request arrived with. An edit while it
+    waited (the debounce, a model loading, the engine) with no newer request to supersede it (a
+    format, another client's edit) moved the text under the request's cursor and range."""
+    return _still_open(session, at) and at.doc.text is at.text
 
 
 def _cursor(ctx: Context, at: _Located) -> Cursor:
@@ -132,7 +142,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     except EngineUnavailable as err:
         log.warning("no completion: %s", err)
         return None
-    if not _still_open(session, at):
+    if not _unchanged(session, at):
+        stats.superseded += 1
         return None
     t0 = time.perf_counter()
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
@@ -162,10 +173,9 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         stats.superseded += 1
         return None
     texts = [t.replace("\n", at.doc.eol) for t in _unique(shown.text(raw) for raw in result.texts)]
-    if _still_open(session, at):
-        session.cache.store(query.uri, Suggestion(at.offset, len(at.view.text) - at.offset, ctx.prefix, ctx.suffix,
-                                                  tuple(texts)))
-    if ticket.cancelled():         # finished, but a newer request took over: it may type through this
+    if _still_open(session, at):   # as the text was when the context was built: a later request may type through it
+        session.cache.store(query.uri, Suggestion(at.offset, at.tail, ctx.prefix, ctx.suffix, tuple(texts)))
+    if ticket.cancelled() or not _unchanged(session, at):   # a newer request took over, or the text moved
         stats.superseded += 1
         return None
     return texts

@@ -50,8 +50,13 @@ class _Window:
 
 
 def snippet_path(uri: str) -> str:
-    """A short, stable path for the `<|file|>` header: the file name and its parent folder."""
-    parts = PurePosixPath(unquote(urlparse(uri).path)).parts
+    """A short, stable path for the `<|file|>` header: the file name and its parent folder. A URI
+    urlparse rejects (`file://[bad/x.py`: an unclosed IPv6 authority) is read as a plain path."""
+    try:
+        path = urlparse(uri).path
+    except ValueError:
+        path = uri.split("://", 1)[-1]
+    parts = PurePosixPath(unquote(path)).parts
     return "/".join(parts[-2:]) if parts else uri
 
 

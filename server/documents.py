@@ -33,9 +33,24 @@ def units_to_chars(line: str, units: int, encoding: str) -> int:
         return 0
     if encoding == UTF32 or line.isascii():
         return min(units, len(line))
-    if encoding == UTF8:
-        return len(line.encode("utf-8", "surrogatepass")[:units].decode("utf-8", "ignore"))
-    return len(line.encode("utf-16-le", "surrogatepass")[:2 * units].decode("utf-16-le", "ignore"))
+    codec, width = ("utf-8", 1) if encoding == UTF8 else ("utf-16-le", 2)
+    try:
+        data = line.encode(codec)
+    except UnicodeEncodeError:        # a lone surrogate (half a pair typed): one code point at a time
+        return _units_to_chars_walk(line, units, codec)
+    return len(data[:width * units].decode(codec, "ignore"))     # "ignore": a cut character rounds down
+
+
+def _units_to_chars_walk(line: str, units: int, codec: str) -> int:
+    """units_to_chars for a line holding lone surrogates, counted as chars_to_units counts them (one
+    UTF-16 unit, three UTF-8 bytes each); two halves in a row stay two code points here, where a
+    decode of the encoded line would join them into one character."""
+    seen = 0
+    for chars, ch in enumerate(line):
+        seen += len(ch.encode(codec, "surrogatepass")) // (2 if codec == "utf-16-le" else 1)
+        if seen > units:
+            return chars
+    return len(line)
 
 
 def chars_to_units(line: str, chars: int, encoding: str) -> int:
@@ -107,11 +122,28 @@ class Document:
             end = max(start, self.offset_at(change.range.end, encoding, clamp=True))
             self.text = self.text[:start] + change.text + self.text[end:]
             self.last_edit = start + len(change.text)
+            self._splice_starts(start, end, len(change.text))
         else:
             self.text = change.text
             self.last_edit = len(change.text)
-        self._starts = None
+            self._starts = None
         self.edited_at = time.monotonic()
+
+    def _splice_starts(self, start: int, end: int, inserted: int) -> None:
+        """Bring the line starts up to date after text[start:end] became `inserted` characters (in
+        self.text now), rescanning only around the edit: a batch of edits (a replace-all sends one
+        per match) costs no rescan of the whole text each. A line break is at most two characters
+        (\r\n), and one can pair with a neighbour of the edit, so the rescan takes one unchanged
+        character on each side: starts up to start - 1 and from end + 2 on keep their line breaks."""
+        old = self._starts
+        if old is None:
+            return                    # computed when first asked for
+        lo = max(0, start - 1)
+        hi = start + inserted + 2     # new offsets below this are rescanned (old: below end + 2)
+        delta = inserted - (end - start)
+        mid = [m.end() for m in LINE_BREAK.finditer(self.text, lo, min(hi, len(self.text))) if m.end() < hi]
+        tail = old[bisect.bisect_left(old, end + 2):]
+        self._starts = old[:bisect.bisect_right(old, lo)] + mid + ([s + delta for s in tail] if delta else tail)
 
 
 class DocumentStore:

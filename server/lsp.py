@@ -35,6 +35,7 @@ from pygls.lsp.server import LanguageServer
 from . import completion
 from .client_log import ClientLogHandler
 from .protocol import SpanfillProtocol
+from .scheduler import LoadSuperseded
 from .session import Session
 from .settings import SECTION, Settings, apply_settings
 
@@ -45,6 +46,7 @@ DOCUMENT = "spanfill/document"
 ACCEPTED = "spanfill/accepted"
 REJECTED = "spanfill/rejected"
 ACCEPT_COMMAND = "spanfill.accept"
+PROGRESS_CREATE_TIMEOUT_S = 5.0     # a client that offers progress answers its create at once
 
 
 class SpanfillServer(LanguageServer):
@@ -53,6 +55,7 @@ class SpanfillServer(LanguageServer):
         self.session = Session()
         self._progress_ids = itertools.count(1)
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
+        self.exit_code = 0                          # the process's, once the connection ends
         self.session.scheduler.on_failure = self.report_engine_failure
         self.session.on_notice = self.warn_user
         self.client_log = ClientLogHandler(self)
@@ -107,7 +110,11 @@ class SpanfillServer(LanguageServer):
             return None
         token = f"spanfill/load/{next(self._progress_ids)}"
         try:
-            await self.work_done_progress.create_async(token)
+            await asyncio.wait_for(self.work_done_progress.create_async(token), PROGRESS_CREATE_TIMEOUT_S)
+        except TimeoutError:       # the model is not held back by a client that never answers
+            log.warning("no progress reporting: no answer to window/workDoneProgress/create in %g s",
+                        PROGRESS_CREATE_TIMEOUT_S)
+            return None
         except Exception as err:   # the client said it supports progress but refused the token
             log.warning("no progress reporting: window/workDoneProgress/create failed: %s", err)
             return None
@@ -129,6 +136,9 @@ class SpanfillServer(LanguageServer):
             info = engine.info
             dtype = info["dtype"] + (" with int8 matmuls" if info["int8_matmuls"] else "")
             done = f"model ready: {info['model']} ({info['device']}, {dtype}, {info['params']:,} parameters)"
+            log.info("%s", done)
+        except LoadSuperseded as err:     # newer settings are loading: that load reports, and decides
+            done = f"not serving {name}: {err}"
             log.info("%s", done)
         except Exception as err:
             done = f"spanfill: could not load model {name}: {err}"
@@ -238,7 +248,10 @@ def on_status(ls: SpanfillServer, params) -> dict:
 
 @server.feature(DOCUMENT)
 def on_document(ls: SpanfillServer, params) -> dict | None:
-    doc = ls.session.documents.get(getattr(params, "uri", None))
+    uri = getattr(params, "uri", None)
+    if not isinstance(uri, str):
+        raise JsonRpcInvalidParams(f"{DOCUMENT} takes {{\"uri\": a document's URI}}, not {_as_sent(params)}")
+    doc = ls.session.documents.get(uri)
     if doc is None:
         return None
     digest = hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -291,3 +304,8 @@ def on_accept_command(ls: SpanfillServer, *arguments) -> None:
 @server.feature(types.SHUTDOWN)
 def on_shutdown(ls: SpanfillServer, params) -> None:
     ls.session.scheduler.close()
+
+
+@server.feature(types.EXIT)
+def on_exit(ls: SpanfillServer, params) -> None:
+    ls.exit_code = 0 if ls.protocol._shutdown else 1    # LSP: exit before shutdown exits with 1

@@ -13,6 +13,7 @@ got no response at all, and a client waits for it forever. Here:
   a request before `initialize`         ServerNotInitialized (LSP; a notification then is dropped,
                                         `exit` excepted)
   a request after `shutdown`            InvalidRequest (LSP)
+  a notification's method with an id   InvalidRequest (`exit` excepted: it exits)
   a notification with invalid params    logged and dropped
   a reply to our request that does not deserialize   fails the request waiting for it
 
@@ -53,6 +54,12 @@ class Unreadable:
 
 def valid_id(msg_id: Any) -> bool:
     return isinstance(msg_id, (int, str)) and not isinstance(msg_id, bool)
+
+
+def is_notification(method: Any) -> bool:
+    """An LSP notification's method (lsprotocol gives it no response type)."""
+    entry = types.METHOD_TO_TYPES.get(method) if isinstance(method, str) else None
+    return entry is not None and entry[1] is None
 
 
 class FutureTable(dict):
@@ -114,6 +121,10 @@ class SpanfillProtocol(LanguageServerProtocol):
             return data
         if "method" in data and "params" not in data:
             data = {**data, "params": None}    # JSON-RPC lets params be omitted; pygls's generic types do not
+        if "id" in data and (method := data.get("method")) != types.EXIT and is_notification(method):
+            return Unreadable(data, JsonRpcInvalidRequest(
+                f"invalid request: {method} is an LSP notification, sent here with an id (a notification has "
+                f"none, and gets no response)"))     # structured, it would lose its id and go unanswered
         try:
             return super().structure_message(data)
         except JsonRpcException as error:
@@ -168,6 +179,8 @@ class SpanfillProtocol(LanguageServerProtocol):
                 log.warning("dropped a malformed response: %s", message.detail())
         elif "id" not in data:
             log.warning("dropped notification %r with invalid params: %s", method, message.detail())
+        elif isinstance(message.error, JsonRpcInvalidRequest):
+            self._refuse(msg_id, message.error)
         elif refusal := self._refusal(msg_id, method, data.get("jsonrpc")):
             self._refuse(msg_id, refusal)
         else:

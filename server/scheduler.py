@@ -34,6 +34,11 @@ class EngineFailed(RuntimeError):
     """The engine raised while completing, or failed while this request waited; it is being reloaded."""
 
 
+class LoadSuperseded(RuntimeError):
+    """A newer load started before this one ended: its engine (or its failure) is discarded, and the
+    newer load decides what serves."""
+
+
 @dataclass(frozen=True)
 class LoadArgs:
     path: str | None
@@ -68,7 +73,8 @@ class Scheduler:
     # -- the model -------------------------------------------------------------------------
     async def load(self, path: str | None, device: str, dtype: str, threads: int | None = None) -> Engine:
         """Load a model on the worker (with `threads` CPU threads, process-wide; None = torch's
-        setting). On failure the previous engine (if any) stays in service."""
+        setting). On failure the previous engine (if any) stays in service. LoadSuperseded: a newer
+        load started meanwhile, and this one's outcome is discarded."""
         return await self._start_load(LoadArgs(path, device, dtype, threads))
 
     def _start_load(self, args: LoadArgs) -> asyncio.Task:
@@ -86,12 +92,14 @@ class Scheduler:
         try:
             engine = await job
         except Exception as err:
-            if self._loading is asyncio.current_task():     # a newer load decides the state
-                self.error = str(err)
-                self.state = "ready" if self.engine else "failed"
+            if self._loading is not asyncio.current_task():
+                raise LoadSuperseded(f"a newer load took over (this one failed: {err})") from err
+            self.error = str(err)
+            self.state = "ready" if self.engine else "failed"
             raise
-        if self._loading is asyncio.current_task():
-            self.engine, self.state, self.error, self._loaded_with = engine, "ready", None, args
+        if self._loading is not asyncio.current_task():
+            raise LoadSuperseded("a newer load took over; this one's engine is not served")
+        self.engine, self.state, self.error, self._loaded_with = engine, "ready", None, args
         return engine
 
     def _recover(self, engine: Engine, err: Exception) -> None:
@@ -113,8 +121,8 @@ class Scheduler:
         self._tell(f"spanfill: {self.error}; reloading the model (completions resume when it is ready)")
 
     def _reloaded(self, reload: asyncio.Future) -> None:
-        if reload.cancelled():
-            return
+        if reload.cancelled() or isinstance(reload.exception(), LoadSuperseded):
+            return                        # a newer load (a settings change) took over
         if (err := reload.exception()) is not None:
             log.error("could not reload the model after the engine failed: %s", err)
             self._tell(f"spanfill: could not reload the model after the engine failed: {err}")
@@ -156,7 +164,8 @@ class Scheduler:
         if ticket.cancelled():
             return None
         request.cancelled = ticket.cancelled
-        job = asyncio.get_running_loop().run_in_executor(self._worker, self._run, engine, ticket, request)
+        loop = asyncio.get_running_loop()
+        job = loop.run_in_executor(self._worker, self._run, engine, ticket, request, loop)
         try:
             return await job
         except asyncio.CancelledError:
@@ -165,12 +174,15 @@ class Scheduler:
         except (ValueError, EngineFailed):
             raise
         except Exception as err:
-            self._recover(engine, err)
             raise EngineFailed(f"the engine failed: {type(err).__name__}: {err}") from err
 
-    def _run(self, engine: Engine, ticket: Ticket, request: CompletionRequest) -> CompletionResult | None:
+    def _run(self, engine: Engine, ticket: Ticket, request: CompletionRequest,
+             loop: asyncio.AbstractEventLoop) -> CompletionResult | None:
         """On the worker thread. An engine that raised is marked here, before the worker takes its
-        next job, so requests queued behind the failure never run on it."""
+        next job, so requests queued behind the failure never run on it; and its recovery is queued
+        on the event loop from here, ahead of the job's outcome: a request cancelled while it ran
+        (`$/cancelRequest`) has no task left to see the failure, and the engine must not stay in
+        service."""
         if ticket.cancelled():
             return None               # superseded while queued: never reaches the engine
         if engine is self._broken:
@@ -181,8 +193,12 @@ class Scheduler:
             return None
         except ValueError:
             raise                     # a refused request: the engine is fine
-        except Exception:
+        except Exception as err:
             self._broken = engine
+            try:
+                loop.call_soon_threadsafe(self._recover, engine, err)
+            except RuntimeError:
+                pass                  # the loop has closed: the server is shutting down
             raise
 
     def close(self) -> None:

@@ -85,4 +85,4 @@ def main(argv: list[str]) -> int:
         server.start_tcp(args.host, args.port)
     else:
         server.start_io(sys.stdin.buffer, protocol_stdout())
-    return 0
+    return server.exit_code

@@ -3,6 +3,7 @@ typing-through cache, the context builder and statistics. Plain Python, no pygls
 completion pipeline can be driven without a client."""
 from __future__ import annotations
 
+import weakref
 from typing import Callable
 
 from spanfill.engine import Budget, Engine
@@ -23,7 +24,7 @@ class Session:
         self.cache = TypingCache()
         self.stats = Stats()
         self.on_notice: Callable[[str], None] | None = None   # tells the user (the server shows it)
-        self._builder: tuple[tuple, ContextBuilder] | None = None
+        self._builder: tuple[weakref.ref, tuple, ContextBuilder] | None = None   # (engine, settings, it)
         self._told_cut: tuple[int, int] | None = None          # (asked, used) of the last cut told
 
     def context_tokens(self, engine: Engine) -> int | None:
@@ -48,22 +49,23 @@ class Session:
         return room
 
     def context_builder(self, engine: Engine) -> ContextBuilder:
-        """One builder per (engine, budget settings), so window hysteresis survives between requests."""
+        """One builder per (engine, budget settings), so window hysteresis survives between requests.
+        The engine is held weakly and compared by identity (a freed engine's id() can be a new one's)."""
         s = self.settings
-        key = (id(engine), s.max_context_tokens, s.span_length, s.snippet_files)
-        if self._builder is None or self._builder[0] != key:
+        key = (s.max_context_tokens, s.span_length, s.snippet_files)
+        if self._builder is None or self._builder[0]() is not engine or self._builder[1] != key:
             total = self.context_tokens(engine)
             mine = Budget.scaled(total) if total else engine.budget
             snippet_tokens = engine.budget.snippet_tokens   # the engine cuts snippets to this
-            self._builder = key, ContextBuilder(engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens,
-                                                snippet_tokens, self.settings.snippet_files)
-        return self._builder[1]
+            self._builder = weakref.ref(engine), key, ContextBuilder(
+                engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens, snippet_tokens, s.snippet_files)
+        return self._builder[2]
 
     def forget(self, uri: str) -> None:
         self.documents.close(uri)
         self.cache.forget(uri)
         if self._builder is not None:
-            self._builder[1].forget(uri)
+            self._builder[2].forget(uri)
 
     def status(self) -> dict:
         engine = self.scheduler.engine
@@ -86,6 +88,6 @@ class Session:
             "engineFailures": self.scheduler.failures,          # engines that raised and were reloaded
             "resources": {"rssMb": rss_mb(), "openDocuments": len(self.documents),
                           "typingCache": len(self.cache),
-                          "contextWindows": len(self._builder[1]) if self._builder else 0},
+                          "contextWindows": len(self._builder[2]) if self._builder else 0},
             "settings": as_client_dict(self.settings),
         }

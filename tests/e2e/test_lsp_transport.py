@@ -1,6 +1,7 @@
 """End-to-end: `spanfill serve --tcp HOST:PORT` speaks the same protocol over a socket, and
 `spanfill serve` rejects a malformed address with a usable message."""
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -57,3 +58,17 @@ def test_invalid_cli_setting_is_reported():
     proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--threads", "0"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "threads=0" in proc.stderr
+
+
+def framed(*messages: dict) -> bytes:
+    bodies = [json.dumps({"jsonrpc": "2.0", **m}).encode() for m in messages]
+    return b"".join(b"Content-Length: %d\r\n\r\n%s" % (len(b), b) for b in bodies)
+
+
+def test_exit_before_shutdown_exits_with_1_and_after_it_with_0():
+    """LSP: the server exits with 0 on `exit` after `shutdown`, with 1 on `exit` without it."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    for messages, code in (([initialize, {"method": "exit"}], 1),
+                           ([initialize, {"id": 2, "method": "shutdown"}, {"method": "exit"}], 0)):
+        proc = subprocess.run(SERVE, input=framed(*messages), capture_output=True, timeout=120)
+        assert proc.returncode == code, proc.stderr[-2000:]

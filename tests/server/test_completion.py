@@ -6,9 +6,11 @@ clock the test advances (`DebounceClock`), and a `HeldEngine` call waits between
 the test lets it go on."""
 import asyncio
 import dataclasses
+import gc
 import itertools
 import threading
 import time
+import weakref
 
 import pytest
 from lsprotocol import types
@@ -362,3 +364,45 @@ async def test_each_candidate_is_post_processed_once(make_session, monkeypatch):
     assert engine.answers == [True, False]                 # the engine was told what the editor would show
     assert answer.texts == ["total = a + b"]               # and the answer is built from the same texts
     assert sorted(finished) == ["if = =[.[]", "total = a + b"]   # each finished once, not again for the answer
+
+
+
+def test_a_new_engine_gets_its_own_context_builder_even_at_a_freed_engines_address(tiny_model, monkeypatch):
+    """The builder holds the engine's tokenizer: after a model switch it must be the new engine's, also
+    when the new engine lands at the address of the freed one (id() equal: simulated here, as CPython
+    may reuse the memory); and the session does not keep a replaced engine alive."""
+    import spanfill.server.session as session_module
+    monkeypatch.setattr(session_module, "id", lambda obj: 1, raising=False)   # every object at one address
+    session = Session(Settings())
+    first = FakeEngine(Tokenizer.from_file(tiny_model / "tokenizer.json"))
+    session.context_builder(first)
+    gone = weakref.ref(first)
+    del first
+    gc.collect()
+    assert gone() is None
+    new = FakeEngine(Tokenizer.from_file(tiny_model / "tokenizer.json"))
+    assert session.context_builder(new).tok is new.tokenizer
+
+
+async def test_an_edit_while_a_request_waits_with_no_newer_request_is_not_answered_at_the_old_place(make_session, clock):
+    """didChange edits the open document in place; a request that waited (its debounce, the engine)
+    through an edit no newer request followed (a format, another client's edit) must not build its
+    context, or place its answer, at the offset it had before the edit."""
+    session, engine = make_session()
+    session.settings = Settings(debounce_ms=100)
+    waiting = asyncio.create_task(suggest(session, query(debounce=True)))
+    await until(lambda: clock.waiting, "the request in its debounce")
+    type_text(session, types.Position(0, 0), "import os\n", version=2)     # above the cursor
+    clock.elapse()
+    assert await waiting is None and engine.calls == []
+
+
+async def test_a_keystroke_during_the_engine_call_still_leaves_a_suggestion_to_type_through(make_session):
+    session, engine = make_session(HeldEngine, hold_at=2)
+    running = asyncio.create_task(suggest(session, query()))
+    await asyncio.to_thread(engine.held.wait)
+    type_text(session, CURSOR, "r", version=2)                              # typed while the model runs
+    engine.release.set()
+    assert await running is None                                            # the text moved: not placed
+    answer = await suggest(session, query(types.Position(CURSOR.line, CURSOR.character + 1)))
+    assert answer.from_cache and answer.texts == ["eturn a + b"] and len(engine.calls) == 1

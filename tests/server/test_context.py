@@ -121,3 +121,4 @@ def test_snippet_starts_near_the_last_edit(builder):
 
 def test_snippet_path_is_short_and_decoded():
     assert snippet_path("file:///home/me/my%20proj/pkg/mod.py") == "pkg/mod.py"
+    assert snippet_path("file://[bad/pkg/mod.py") == "pkg/mod.py"        # urlparse raises ValueError

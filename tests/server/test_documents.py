@@ -1,11 +1,12 @@
 """Documents: LSP line semantics and UTF-16/UTF-8/UTF-32 columns with tabs, CRLF and astral
 characters; incremental edits; out-of-range positions."""
+import random
 import time
 
 import pytest
 from lsprotocol import types
 
-from spanfill.server.documents import (UTF8, UTF16, UTF32, Document, DocumentStore, PositionError,
+from spanfill.server.documents import (LINE_BREAK, UTF8, UTF16, UTF32, Document, DocumentStore, PositionError,
                                        chars_to_units, units_to_chars)
 
 P = types.Position
@@ -90,3 +91,29 @@ def test_five_megabyte_line_converts_exactly():
     d = doc("é" + "x" * 5_000_000)
     offset = d.offset_at(P(0, 4_000_000), UTF16)
     assert d.position_at(offset, UTF16) == P(0, 4_000_000)
+
+
+def test_line_starts_kept_up_to_date_by_edits_equal_a_fresh_scan():
+    """The line starts are spliced around each edit, not rescanned: random edits over text made of
+    \\r, \\n and letters (where a \\r\\n forms or splits at an edit's either end) agree with a scan."""
+    rng = random.Random(7)
+    alphabet = ["a", "b", "\r", "\n", "\r\n", "é", "😀"]
+    doc = Document("file:///w/r.py", "python", 1, "".join(rng.choice(alphabet) for _ in range(60)))
+    for version in range(2, 3000):
+        doc.line_starts                                          # held, so the edit must update them
+        start = rng.randrange(len(doc.text) + 1)
+        end = min(len(doc.text), start + rng.choice([0, 0, 1, 2, 3, 8]))
+        text = "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 1, 2, 4])))
+        doc.apply_change(types.TextDocumentContentChangePartial(
+            range=types.Range(doc.position_at(start, UTF32), doc.position_at(end, UTF32)), text=text), UTF32)
+        assert doc.line_starts == [0] + [m.end() for m in LINE_BREAK.finditer(doc.text)], (version, doc.text)
+
+
+@pytest.mark.parametrize("encoding", [UTF16, UTF8])
+def test_lone_surrogates_count_the_same_both_ways(encoding):
+    """A client mid-way through typing a pair sends one half: it is one code point here and one
+    UTF-16 unit (three UTF-8 bytes) there, and two halves sent apart stay two code points."""
+    for line in ("a\ud800b", "\ud83d\ude00x", "é\udfff😀\ud83d", "\ud800" * 3):
+        for chars in range(len(line) + 1):
+            assert units_to_chars(line, chars_to_units(line, chars, encoding), encoding) == chars, (line, chars)
+    assert units_to_chars("a\ud800b", 2, UTF16) == 2 and units_to_chars("a\ud800b", 3, UTF16) == 3

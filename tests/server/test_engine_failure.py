@@ -88,3 +88,21 @@ def test_the_server_shows_engine_failures_to_the_user(monkeypatch):
     server.session.scheduler.on_failure("spanfill: the engine failed: MemoryError")
     assert shown == [types.ShowMessageParams(type=types.MessageType.Error,
                                              message="spanfill: the engine failed: MemoryError")]
+
+
+async def test_an_engine_that_fails_after_its_request_was_cancelled_is_still_replaced(failing, tok):
+    """$/cancelRequest cancels the task awaiting the worker; an engine that raises after that (before
+    it next polls the ticket) has no task left to see the failure, and must not stay in service."""
+    session, engines, loads, told = failing(FakeEngine(tok, texts=("return a + b",)))
+    engines[0] = FakeEngine(tok, error=MemoryError("out of memory"), steps=1, step_s=0.3)
+    await session.scheduler.load("model-dir", "cpu", "fp32", 1)
+    running = asyncio.ensure_future(suggest(session, query(URIS[0])))
+    await asyncio.sleep(0.1)                                      # the engine is in its one step
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    await asyncio.sleep(0.4)                                      # it raises with no one awaiting
+    answer = await suggest(session, query(URIS[1]))
+    assert answer is not None and answer.texts == ["return a + b"]
+    assert len(loads) == 2 and len(told) == 1 and "MemoryError" in told[0]
+    assert session.status()["engineFailures"] == 1

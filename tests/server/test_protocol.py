@@ -49,3 +49,33 @@ def test_shutdown_cancels_pending_futures_that_take_themselves_out():
     for _, future in server.protocol._request_futures.items():
         future.cancel()
     assert server.protocol._request_futures == {}
+
+
+def test_a_notification_method_sent_with_an_id_is_refused_not_left_unanswered():
+    """cattrs drops unknown keys: a didClose (or $/cancelRequest) carrying an id became a notification
+    without one, handled as such, and the client waited for an answer to that id for good."""
+    server = SpanfillServer()
+    server.protocol._initialize_seen = True
+    sent = []
+    server.protocol._send_data = sent.append
+    closed = []
+    server.session.forget = closed.append
+    deliver(server, {"jsonrpc": "2.0", "id": 7, "method": "textDocument/didClose",
+                     "params": {"textDocument": {"uri": "file:///w/a.py"}}})
+    deliver(server, {"jsonrpc": "2.0", "id": "c", "method": "$/cancelRequest", "params": {"id": 3}})
+    assert [(m["id"], m["error"]["code"]) for m in sent] == [(7, -32600), ("c", -32600)]
+    assert "textDocument/didClose is an LSP notification" in sent[0]["error"]["message"]
+    assert closed == []                         # not handled as the notification
+
+
+def test_spanfill_document_with_a_uri_that_is_no_string_is_invalid_params(monkeypatch):
+    from spanfill.server.lsp import server               # the one with the features registered
+    monkeypatch.setattr(server.protocol, "_initialize_seen", True)
+    sent = []
+    monkeypatch.setattr(server.protocol, "_send_data", sent.append)
+    for i, params in enumerate(({"uri": [1]}, {"uri": {"a": 1}}, {})):
+        deliver(server, {"jsonrpc": "2.0", "id": i, "method": "spanfill/document", "params": params})
+    deliver(server, {"jsonrpc": "2.0", "id": 9, "method": "spanfill/document", "params": {"uri": "file:///nope.py"}})
+    plain = [m if isinstance(m, dict) else server.protocol._converter.unstructure(m) for m in sent]
+    codes = [(m["id"], m["error"]["code"] if "error" in m else "result") for m in plain]
+    assert codes == [(0, -32602), (1, -32602), (2, -32602), (9, "result")], codes

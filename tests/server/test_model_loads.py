@@ -1,0 +1,70 @@
+"""Model loads that overlap (settings changed again while a model loads): the newest load decides
+what serves, and the settings say what serves."""
+import asyncio
+import dataclasses
+import threading
+
+from lsprotocol import types
+
+from spanfill.engine import Tokenizer
+from spanfill.server import lsp
+from spanfill.server.lsp import SpanfillServer
+from spanfill.server.scheduler import Scheduler
+
+from fakes import FakeEngine
+
+
+async def test_a_load_overtaken_by_a_failing_one_leaves_the_serving_model_and_its_settings(tiny_model, monkeypatch):
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    engines = {"A": FakeEngine(tok), "B": FakeEngine(tok)}
+    b_may_finish = threading.Event()
+
+    def loader(path, **kw):
+        if path == "B":
+            b_may_finish.wait(10)          # slow: C is asked for while B loads
+        if path == "C":
+            raise FileNotFoundError("C: no such model directory")
+        return engines[path]
+
+    server = SpanfillServer()
+    server.session.scheduler = Scheduler(loader=loader)
+    shown = []
+    monkeypatch.setattr(server, "window_show_message", shown.append)
+    monkeypatch.setattr(server, "client_supports", lambda *path: False)    # no client: no progress
+    try:
+        server.session.settings = dataclasses.replace(server.session.settings, model="A")
+        await server.load_engine()
+        assert server.session.scheduler.engine is engines["A"]
+        loads = []
+        for name in ("B", "C"):
+            server.session.settings = dataclasses.replace(server.session.settings, model=name)
+            loads.append(asyncio.create_task(server.load_engine()))
+            await asyncio.sleep(0.05)      # its load is queued on the worker
+        b_may_finish.set()
+        await asyncio.gather(*loads)
+        scheduler = server.session.scheduler
+        assert scheduler.engine is engines["A"] and scheduler.state == "ready"
+        assert server.session.settings.model == "A"          # what serves, not B (never installed)
+        assert [m.type for m in shown] == [types.MessageType.Error] and "C: no such model" in shown[0].message
+        assert server.session.status()["model"] == engines["A"].info["model"]
+    finally:
+        b_may_finish.set()
+        server.session.scheduler.close()
+
+
+async def test_a_client_that_never_answers_the_progress_create_does_not_hold_the_model_back(tiny_model, monkeypatch):
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    engine = FakeEngine(tok)
+    server = SpanfillServer()
+    server.session.scheduler = Scheduler(loader=lambda path, **kw: engine)
+    monkeypatch.setattr(server, "client_supports", lambda *path: True)       # it offers progress ...
+
+    async def never_answered(token):
+        await asyncio.Event().wait()                                           # ... and never replies
+    monkeypatch.setattr(server.work_done_progress, "create_async", never_answered)
+    monkeypatch.setattr(lsp, "PROGRESS_CREATE_TIMEOUT_S", 0.05)
+    try:
+        await asyncio.wait_for(server.load_engine(), 10)
+        assert server.session.scheduler.engine is engine and server.session.scheduler.state == "ready"
+    finally:
+        server.session.scheduler.close()
