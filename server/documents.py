@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
                       types.PositionEncodingKind.Utf32)
 
@@ -36,21 +37,12 @@ def units_to_chars(line: str, units: int, encoding: str) -> int:
     codec, width = ("utf-8", 1) if encoding == UTF8 else ("utf-16-le", 2)
     try:
         data = line.encode(codec)
-    except UnicodeEncodeError:        # a lone surrogate (half a pair typed): one code point at a time
-        return _units_to_chars_walk(line, units, codec)
+    except UnicodeEncodeError:
+        # A lone surrogate (half a pair typed) counts as chars_to_units counts it: one UTF-16 unit,
+        # three UTF-8 bytes, as U+FFFD does; two halves in a row stay two code points, where a decode
+        # of the surrogatepass-encoded line would join them into one character.
+        data = LONE_SURROGATE.sub("\ufffd", line).encode(codec)
     return len(data[:width * units].decode(codec, "ignore"))     # "ignore": a cut character rounds down
-
-
-def _units_to_chars_walk(line: str, units: int, codec: str) -> int:
-    """units_to_chars for a line holding lone surrogates, counted as chars_to_units counts them (one
-    UTF-16 unit, three UTF-8 bytes each); two halves in a row stay two code points here, where a
-    decode of the encoded line would join them into one character."""
-    seen = 0
-    for chars, ch in enumerate(line):
-        seen += len(ch.encode(codec, "surrogatepass")) // (2 if codec == "utf-16-le" else 1)
-        if seen > units:
-            return chars
-    return len(line)
 
 
 def chars_to_units(line: str, chars: int, encoding: str) -> int:

@@ -109,9 +109,11 @@ class SpanfillServer(LanguageServer):
         if not self.client_supports("window", "work_done_progress"):
             return None
         token = f"spanfill/load/{next(self._progress_ids)}"
-        try:
-            await asyncio.wait_for(self.work_done_progress.create_async(token), PROGRESS_CREATE_TIMEOUT_S)
-        except TimeoutError:       # the model is not held back by a client that never answers
+        create = asyncio.ensure_future(self.work_done_progress.create_async(token))
+        create.add_done_callback(lambda f: f.cancelled() or f.exception())    # a late failure: retrieved
+        try:   # shielded: a late answer still finds its request waiting (a cancelled one raised on it)
+            await asyncio.wait_for(asyncio.shield(create), PROGRESS_CREATE_TIMEOUT_S)
+        except asyncio.TimeoutError:   # the model is not held back by a client that never answers
             log.warning("no progress reporting: no answer to window/workDoneProgress/create in %g s",
                         PROGRESS_CREATE_TIMEOUT_S)
             return None
@@ -122,10 +124,12 @@ class SpanfillServer(LanguageServer):
 
     async def load_engine(self) -> None:
         """Load the model named by the settings on the worker, with `$/progress` where the client
-        supports it. A model that fails to load is reported; the previous one keeps serving."""
+        supports it. A model that fails to load is reported; the previous one keeps serving, and is
+        loaded again if it broke meanwhile (the scheduler's own reload was superseded by this load)."""
         settings = self.session.settings
         name = settings.model or "the shipped model"
         token = await self._progress_token()
+        reload = False
         if token:
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
                 title="spanfill", message=f"loading {name} on {settings.device}"))
@@ -148,8 +152,13 @@ class SpanfillServer(LanguageServer):
                 old = self._loaded
                 self.session.settings = dataclasses.replace(self.session.settings, model=old.model,
                                                             device=old.device, dtype=old.dtype, threads=old.threads)
+                reload = self.session.scheduler.engine is None and old.engine_key != settings.engine_key
         if token:
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
+        if reload:
+            log.info("the model that served broke while %s loaded: loading it again", name)
+            await self.load_engine()
+            return
         self.check_context_budget()
 
     async def enable_fallback(self, dynamic: bool) -> None:

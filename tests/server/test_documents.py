@@ -1,11 +1,13 @@
 """Documents: LSP line semantics and UTF-16/UTF-8/UTF-32 columns with tabs, CRLF and astral
 characters; incremental edits; out-of-range positions."""
 import random
+import re
 import time
 
 import pytest
 from lsprotocol import types
 
+from spanfill.server import documents
 from spanfill.server.documents import (LINE_BREAK, UTF8, UTF16, UTF32, Document, DocumentStore, PositionError,
                                        chars_to_units, units_to_chars)
 
@@ -93,20 +95,40 @@ def test_five_megabyte_line_converts_exactly():
     assert d.position_at(offset, UTF16) == P(0, 4_000_000)
 
 
-def test_line_starts_kept_up_to_date_by_edits_equal_a_fresh_scan():
-    """The line starts are spliced around each edit, not rescanned: random edits over text made of
-    \\r, \\n and letters (where a \\r\\n forms or splits at an edit's either end) agree with a scan."""
+class CountingPattern:
+    """LINE_BREAK as the module uses it, counting the characters each finditer scans."""
+
+    def __init__(self, pattern):
+        self.pattern, self.scanned = pattern, []
+
+    def finditer(self, text, pos=0, endpos=None):
+        endpos = len(text) if endpos is None else endpos
+        self.scanned.append(max(0, endpos - pos))
+        return self.pattern.finditer(text, pos, endpos)
+
+
+def test_an_edit_rescans_only_around_itself_and_the_line_starts_equal_a_fresh_scan(monkeypatch):
+    """The line starts are spliced around each edit, not rescanned (a replace-all sends one edit per
+    match: each rescan of a large file stalled the server): random edits over text made of \r, \n
+    and letters (a \r\n forms or splits at an edit's either end) agree with a scan of the whole text,
+    and each rescans a few characters beyond what it inserts."""
+    scan = re.compile(r"\r\n|\r|\n")
+    counting = CountingPattern(LINE_BREAK)
+    monkeypatch.setattr(documents, "LINE_BREAK", counting)
     rng = random.Random(7)
     alphabet = ["a", "b", "\r", "\n", "\r\n", "é", "😀"]
-    doc = Document("file:///w/r.py", "python", 1, "".join(rng.choice(alphabet) for _ in range(60)))
+    doc = Document("file:///w/r.py", "python", 1, "".join(rng.choice(alphabet) for _ in range(2000)))
     for version in range(2, 3000):
-        doc.line_starts                                          # held, so the edit must update them
         start = rng.randrange(len(doc.text) + 1)
         end = min(len(doc.text), start + rng.choice([0, 0, 1, 2, 3, 8]))
         text = "".join(rng.choice(alphabet) for _ in range(rng.choice([0, 1, 1, 2, 4])))
-        doc.apply_change(types.TextDocumentContentChangePartial(
-            range=types.Range(doc.position_at(start, UTF32), doc.position_at(end, UTF32)), text=text), UTF32)
-        assert doc.line_starts == [0] + [m.end() for m in LINE_BREAK.finditer(doc.text)], (version, doc.text)
+        change = types.TextDocumentContentChangePartial(
+            range=types.Range(doc.position_at(start, UTF32), doc.position_at(end, UTF32)), text=text)
+        counting.scanned.clear()
+        doc.apply_change(change, UTF32)
+        starts = doc.line_starts
+        assert sum(counting.scanned) <= len(text) + 3, (version, counting.scanned)
+        assert starts == [0] + [m.end() for m in scan.finditer(doc.text)], (version, doc.text)
 
 
 @pytest.mark.parametrize("encoding", [UTF16, UTF8])

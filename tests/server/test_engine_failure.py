@@ -1,6 +1,7 @@
 """An engine that raises while completing (a model bug, out of memory): the user is told, the
 request and those queued behind it are answered, and the model is loaded again."""
 import asyncio
+import time
 
 import pytest
 from lsprotocol import types
@@ -90,18 +91,32 @@ def test_the_server_shows_engine_failures_to_the_user(monkeypatch):
                                              message="spanfill: the engine failed: MemoryError")]
 
 
+class FailsOnceCancelled(FakeEngine):
+    """Raises once its request has been cancelled: the failure lands after its task stopped awaiting."""
+
+    def complete(self, req):
+        self.calls.append(req)
+        self.running.set()
+        deadline = time.monotonic() + 10
+        while not req.cancelled() and time.monotonic() < deadline:
+            time.sleep(0.001)
+        raise MemoryError("out of memory")
+
+
 async def test_an_engine_that_fails_after_its_request_was_cancelled_is_still_replaced(failing, tok):
     """$/cancelRequest cancels the task awaiting the worker; an engine that raises after that (before
     it next polls the ticket) has no task left to see the failure, and must not stay in service."""
     session, engines, loads, told = failing(FakeEngine(tok, texts=("return a + b",)))
-    engines[0] = FakeEngine(tok, error=MemoryError("out of memory"), steps=1, step_s=0.3)
+    engines[0] = FailsOnceCancelled(tok)
     await session.scheduler.load("model-dir", "cpu", "fp32", 1)
     running = asyncio.ensure_future(suggest(session, query(URIS[0])))
-    await asyncio.sleep(0.1)                                      # the engine is in its one step
+    await asyncio.to_thread(engines[0].running.wait, 10)          # the engine has the request
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
-    await asyncio.sleep(0.4)                                      # it raises with no one awaiting
+    deadline = time.monotonic() + 10
+    while session.scheduler.engine is not engines[1] and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)                                 # it raises with no one awaiting: reloaded
     answer = await suggest(session, query(URIS[1]))
     assert answer is not None and answer.texts == ["return a + b"]
     assert len(loads) == 2 and len(told) == 1 and "MemoryError" in told[0]

@@ -9,6 +9,7 @@ from lsprotocol import types
 from spanfill.engine import Tokenizer
 from spanfill.server import lsp
 from spanfill.server.lsp import SpanfillServer
+from spanfill.server.completion import Query, suggest
 from spanfill.server.scheduler import Scheduler
 
 from fakes import FakeEngine
@@ -59,12 +60,58 @@ async def test_a_client_that_never_answers_the_progress_create_does_not_hold_the
     server.session.scheduler = Scheduler(loader=lambda path, **kw: engine)
     monkeypatch.setattr(server, "client_supports", lambda *path: True)       # it offers progress ...
 
-    async def never_answered(token):
-        await asyncio.Event().wait()                                           # ... and never replies
-    monkeypatch.setattr(server.work_done_progress, "create_async", never_answered)
+    answer = asyncio.get_running_loop().create_future()
+    asked = []
+
+    async def answered_late(token):
+        asked.append(token)
+        return await answer                                                    # ... and answers late
+    monkeypatch.setattr(server.work_done_progress, "create_async", answered_late)
     monkeypatch.setattr(lsp, "PROGRESS_CREATE_TIMEOUT_S", 0.05)
     try:
         await asyncio.wait_for(server.load_engine(), 10)
         assert server.session.scheduler.engine is engine and server.session.scheduler.state == "ready"
+        answer.set_result(None)                     # the late answer finds its request still waiting
+        await asyncio.sleep(0)
+        assert asked == ["spanfill/load/1"]
     finally:
+        server.session.scheduler.close()
+
+
+async def test_a_model_that_broke_while_a_failing_one_loaded_is_loaded_again(tiny_model, monkeypatch):
+    """The serving model breaks (its reload starts), the user asks for another that fails to load:
+    the reload was superseded, so the model the settings fall back to is loaded again, not left off."""
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    broken, healthy = FakeEngine(tok, error=MemoryError("out of memory")), FakeEngine(tok, texts=("return 1",))
+    a_loads = [broken, healthy, healthy]
+    reload_may_finish = threading.Event()
+
+    def loader(path, **kw):
+        if path == "B":
+            raise FileNotFoundError("B: no such model directory")
+        engine = a_loads.pop(0)
+        if engine is healthy and len(a_loads) == 1:
+            reload_may_finish.wait(10)     # the scheduler's reload of A, slow: B is asked for meanwhile
+        return engine
+
+    server = SpanfillServer()
+    server.session.scheduler = Scheduler(loader=loader)
+    monkeypatch.setattr(server, "window_show_message", lambda params: None)
+    monkeypatch.setattr(server, "client_supports", lambda *path: False)
+    server.session.documents.open(types.TextDocumentItem("file:///w/a.py", "python", 1, "def f():\n    \n"))
+    try:
+        server.session.settings = dataclasses.replace(server.session.settings, model="A")
+        await server.load_engine()
+        assert await suggest(server.session, Query("file:///w/a.py", types.Position(1, 4), candidates=1,
+                                                   debounce=False)) is None        # A breaks: reload starts
+        server.session.settings = dataclasses.replace(server.session.settings, model="B")
+        load_b = asyncio.create_task(server.load_engine())
+        await asyncio.sleep(0.05)
+        reload_may_finish.set()
+        await load_b
+        scheduler = server.session.scheduler
+        assert scheduler.engine is healthy and scheduler.state == "ready" and a_loads == []
+        assert server.session.settings.model == "A"
+    finally:
+        reload_may_finish.set()
         server.session.scheduler.close()
