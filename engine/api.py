@@ -2,6 +2,7 @@
 settings against these without loading a model."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, get_args
@@ -104,18 +105,49 @@ class CompletionResult:
         return self.steps_run + self.check_passes
 
 
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _finite(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_ids(name: str, ids, vocab_size: int | None) -> None:
+    if ids is None:
+        return
+    if not isinstance(ids, list) or not all(map(_integer, ids)):
+        raise ValueError(f"{name} must be a list of token ids (integers)")
+    if vocab_size is not None and ids and not 0 <= min(ids) <= max(ids) < vocab_size:
+        raise ValueError(f"{name} holds ids outside the model's vocabulary 0..{vocab_size - 1}: "
+                         f"{min(ids)}..{max(ids)}")
+
+
 def check_request(req: CompletionRequest, span_length: int, steps: int,
-                  modes: tuple[str, ...] = ("diffusion", "ar"), why: str = "") -> tuple[int, int]:
+                  modes: tuple[str, ...] = ("diffusion", "ar"), why: str = "",
+                  vocab_size: int | None = None) -> tuple[int, int]:
     """(L, T) for `req`, None filled in with the model's span_length and steps; ValueError naming the
-    value that is out of range. `modes` are the decodings the engine has (`why` says why not others)."""
+    value that is out of range or of the wrong type. `modes` are the decodings the engine has (`why`
+    says why not others); `vocab_size` bounds prefix_ids and suffix_ids."""
+    if not isinstance(req.prefix, str) or not isinstance(req.suffix, str):
+        raise ValueError(f"prefix and suffix must be strings, not {type(req.prefix).__name__} and "
+                         f"{type(req.suffix).__name__}")
+    if not isinstance(req.snippets, list) or not all(isinstance(s, Snippet) for s in req.snippets):
+        raise ValueError("snippets must be a list of Snippet(path, text)")
     L = span_length if req.span_length is None else req.span_length
     T = steps if req.steps is None else req.steps
-    if not 1 <= L <= MAX_SPAN:
-        raise ValueError(f"span_length={L} is out of range; use 1..{MAX_SPAN}")
-    if T < 1:
-        raise ValueError(f"steps={T} must be at least 1")
-    if not 1 <= req.n <= MAX_CANDIDATES:
-        raise ValueError(f"n={req.n} candidates is out of range; use 1..{MAX_CANDIDATES}")
+    if not _integer(L) or not 1 <= L <= MAX_SPAN:
+        raise ValueError(f"span_length={L!r} is out of range; use an integer 1..{MAX_SPAN}")
+    if not _integer(T) or not 1 <= T <= MAX_STEPS:
+        raise ValueError(f"steps={T!r} is out of range; use an integer 1..{MAX_STEPS}")
+    if not _integer(req.n) or not 1 <= req.n <= MAX_CANDIDATES:
+        raise ValueError(f"n={req.n!r} candidates is out of range; use an integer 1..{MAX_CANDIDATES}")
+    if req.seed is not None and (not _integer(req.seed) or not -2**63 <= req.seed < 2**64):
+        raise ValueError(f"seed={req.seed!r} must be an integer from -2**63 to 2**64 - 1, or None")
+    if req.deadline_ms is not None and not (_finite(req.deadline_ms) or req.deadline_ms == math.inf):
+        raise ValueError(f"deadline_ms={req.deadline_ms!r} must be a number of milliseconds, or None")
+    if not _finite(req.threshold):     # above 1 nothing clears it, below 0 everything does
+        raise ValueError(f"threshold={req.threshold!r} must be a number (a probability from 0 to 1)")
     if req.mode not in modes:
         raise ValueError(f"mode={req.mode!r} is not available{why}; use {' or '.join(map(repr, modes))}")
     if req.rule not in RULES:
@@ -126,9 +158,11 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
                                            or not 0 <= req.check <= 1):
         raise ValueError(f"check={req.check!r} must be a probability from 0 to 1, 'auto' (the default), or None "
                          "to show diffusion's draft unchecked")
-    if req.temperature < 0 or not 0 < req.top_p <= 1:
-        raise ValueError(f"temperature={req.temperature} must be >= 0 and top_p={req.top_p} in (0, 1]")
+    if not _finite(req.temperature) or not _finite(req.top_p) or req.temperature < 0 or not 0 < req.top_p <= 1:
+        raise ValueError(f"temperature={req.temperature!r} must be a number >= 0 and top_p={req.top_p!r} in (0, 1]")
     check_window_ids(req.cut, req.prefix_ids, req.suffix_ids)
+    _check_ids("prefix_ids", req.prefix_ids, vocab_size)
+    _check_ids("suffix_ids", req.suffix_ids, vocab_size)
     return L, T
 
 

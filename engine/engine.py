@@ -141,7 +141,8 @@ class Engine:
             return self._complete(req)
 
     def _complete(self, req: CompletionRequest) -> CompletionResult:
-        L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps)
+        L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps,
+                             vocab_size=self.model.cfg.vocab_size)
         if req.mode == "diffusion" and req.span_length is None:
             L = start_span(L, req.prefix, req.suffix)
         multiline = wants_multiline(Cursor(req.prefix, req.suffix))   # AR's line end, the fallback

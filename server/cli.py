@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 COMMANDS = {
@@ -39,7 +40,23 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"spanfill: unknown command {command!r}\n\n{usage()}")
         return 2
     module = importlib.import_module(COMMANDS[command][0])
-    return module.main(rest) or 0
+    try:
+        return module.main(rest) or 0
+    except Exception as err:
+        if not user_error(err):
+            raise                        # a bug: its traceback is what to report
+        sys.stderr.write(f"spanfill {command}: {err}\n")
+        return 1
+
+
+def user_error(err: Exception) -> bool:
+    """An error that bad input explains (a missing or broken file, a model that cannot load, a value
+    out of range), so its message is what the user needs, not a traceback. SPANFILL_TRACEBACK=1
+    shows the traceback anyway."""
+    if os.environ.get("SPANFILL_TRACEBACK"):
+        return False
+    from spanfill.engine import CheckpointError   # imports torch: only once a command failed
+    return isinstance(err, (OSError, ValueError, CheckpointError))
 
 
 if __name__ == "__main__":

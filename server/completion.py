@@ -220,6 +220,8 @@ async def _suggest(session: Session, query: Query) -> Answer | None:
     stats.latency_ms.append((time.perf_counter() - started) * 1e3)
     head = query.selected.text if query.selected else ""
     texts = [head + t for t in texts[:query.candidates]]
+    if session.settings.line_breaks == "lf" and at.doc.eol != "\n":
+        texts = [t.replace(at.doc.eol, "\n") for t in texts]    # the cache keeps the document's own
     return Answer(texts, at.range, [stats.issue_id() for _ in texts], from_cache)
 
 

@@ -36,8 +36,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.tcp:
         host, _, port = args.tcp.rpartition(":")
-        if not host or not port.isdigit():
-            parser.error(f"--tcp {args.tcp!r} is not HOST:PORT, e.g. 127.0.0.1:2087")
+        if not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+            parser.error(f"--tcp {args.tcp!r} is not HOST:PORT (a port 0..65535), e.g. 127.0.0.1:2087")
         args.host, args.port = host, int(port)
     return args
 

@@ -36,6 +36,9 @@ class Settings:
     candidates: int = 3                      # items for an explicitly invoked request (cycling)
     snippet_files: int = 3                   # other open documents offered as <|file|> context
     completion_fallback: bool = False        # also answer textDocument/completion
+    line_breaks: str = "document"            # a suggestion's line breaks: the document's own (CRLF in a CRLF
+                                             # file), or "lf" for clients that split inserted text on \n
+                                             # alone (Neovim: a \r would stay in the buffer)
     enable: Mapping[str, bool] = field(default_factory=lambda: {"*": True})  # per languageId
 
     def enabled_for(self, language_id: str) -> bool:
@@ -134,6 +137,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "candidates": _int_in(1, MAX_CANDIDATES),
     "snippet_files": _int_in(0, 16),
     "completion_fallback": _bool,
+    "line_breaks": _one_of(("document", "lf")),
     "enable": _enable,
 }
 

@@ -35,8 +35,11 @@ def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_byte
     """Write atomically: into a sibling temp dir, then swap, so a crash never leaves half a checkpoint.
     shard_bytes: write the weights as shards of at most that many bytes each, with their index;
     dtype: the weights' dtype on disk (the loader casts to the engine's)."""
-    directory = Path(directory)
-    tmp = directory.with_name(directory.name + ".tmp")
+    directory = Path(directory).resolve()
+    if not directory.name:
+        raise CheckpointError(f"cannot write a model over {directory}: name a folder for it")
+    tmp, old = (directory.with_name(directory.name + suffix) for suffix in (".tmp", ".old"))
+    recover_swap(directory)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     model.cfg.save(tmp)
@@ -46,12 +49,37 @@ def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_byte
     else:
         _save_shards(tmp, state, shard_bytes)
     tok.save(tmp / "tokenizer.json")
-    if directory.exists():
-        for extra in directory.iterdir():  # keep files others wrote there (model card, train state)
-            if not (tmp / extra.name).exists() and not _is_weights(extra.name):
-                os.replace(extra, tmp / extra.name)
-        shutil.rmtree(directory)
-    os.replace(tmp, directory)
+    if not directory.exists():
+        os.replace(tmp, directory)
+        return
+    for extra in directory.iterdir():    # keep what others wrote there (model card, train state), linked:
+        if not (tmp / extra.name).exists() and not _is_weights(extra.name):   # the originals stay put
+            if extra.is_dir():
+                shutil.copytree(extra, tmp / extra.name, copy_function=_link_or_copy)
+            else:
+                _link_or_copy(extra, tmp / extra.name)
+    shutil.rmtree(old, ignore_errors=True)
+    os.replace(directory, old)           # two renames: a crash between them leaves both whole folders,
+    os.replace(tmp, directory)           # which recover_swap puts back
+    shutil.rmtree(old)
+
+
+def _link_or_copy(src, dst) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:                      # a file system without hard links
+        shutil.copy2(src, dst)
+
+
+def recover_swap(directory: Path) -> None:
+    """Put back a checkpoint folder that a save stopped between its two renames (save_model): the
+    folder is gone, its new version is DIR.tmp and its previous one DIR.old."""
+    directory = Path(directory).resolve()
+    if directory.name and not directory.exists():
+        for left in (directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")):
+            if (left / "config.json").exists() and (left / "tokenizer.json").exists():
+                os.replace(left, directory)
+                return
 
 
 def _is_weights(name: str) -> bool:
@@ -126,6 +154,7 @@ def load_config(directory: Path) -> ModelConfig:
 def load_model(directory: str | Path | None = None, device: str | torch.device = "cpu",
                dtype: torch.dtype = torch.float32) -> tuple[SpanfillModel, Tokenizer]:
     directory = Path(directory) if directory else DEFAULT_MODEL_DIR
+    recover_swap(directory)
     if not directory.is_dir():
         raise CheckpointError(f"model directory {directory} does not exist; pass a directory holding "
                               f"{', '.join(REQUIRED)} (or train one with `spanfill train`)")

@@ -36,6 +36,21 @@ class ModelConfig:
         return self.dim // self.n_heads
 
     def __post_init__(self):
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)
+                                    or value < (0 if f.name == "length_classes" else 1)):
+                raise ValueError(f"{f.name}={value!r} must be an integer of at least "
+                                 f"{0 if f.name == 'length_classes' else 1}")
+            if f.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                                      or not 0 < value < float("inf")):
+                raise ValueError(f"{f.name}={value!r} must be a number above 0")
+        if not isinstance(self.special_tokens, dict) or not all(
+                isinstance(v, int) and 0 <= v < self.vocab_size for v in self.special_tokens.values()):
+            raise ValueError(f"special_tokens must map names to token ids below vocab_size={self.vocab_size}")
+        if self.max_positions <= self.span_length:
+            raise ValueError(f"max_positions={self.max_positions} leaves no room for context beside "
+                             f"span_length={self.span_length}")
         if self.dim % self.n_heads:
             raise ValueError(f"dim={self.dim} is not divisible by n_heads={self.n_heads}")
         if self.head_dim % 2:
@@ -46,6 +61,8 @@ class ModelConfig:
 
     @classmethod
     def from_json(cls, data: dict) -> "ModelConfig":
+        if not isinstance(data, dict):
+            raise ValueError(f"config.json holds a JSON {type(data).__name__}, not an object")
         if data.get("model_type") != MODEL_TYPE:
             raise ValueError(f"config.json has model_type={data.get('model_type')!r}, expected {MODEL_TYPE!r}")
         known = {f.name for f in dataclasses.fields(cls)}

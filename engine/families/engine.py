@@ -140,7 +140,8 @@ class FamilyEngine:
 
     def _complete(self, req: CompletionRequest) -> CompletionResult:
         L, T = check_request(req, self.family.span_length, self.family.steps, ("diffusion",),
-                             f" for {self.family.name}: a bidirectional diffusion model has no causal path")
+                             f" for {self.family.name}: a bidirectional diffusion model has no causal path",
+                             vocab_size=self.backbone.shape.vocab_size)
         t_start, deadline = begin(req)
         timings = Timings()
         t0 = time.perf_counter()

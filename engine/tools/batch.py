@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-from ..api import CompletionRequest
+from ..api import MAX_SPAN, MAX_STEPS, CompletionRequest
+from ..core.checkpoint import CheckpointError
 from ..decoding.postprocess import Cursor, Shown
 from ..engine import Engine
 
@@ -73,13 +75,21 @@ def main(argv: list[str] | None = None) -> int:
                     "post-processing or the AR fallback")
     ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes about two minutes on 2 cores)")
     args = ap.parse_args(argv)
+    if args.output.exists() and args.input.exists() and args.output.samefile(args.input):
+        ap.error(f"the output {args.output} is the input: name another file")
+    for name, value, limit in (("--steps", args.steps, MAX_STEPS), ("--span", args.span, MAX_SPAN)):
+        if value is not None and not 1 <= value <= limit:
+            ap.error(f"{name} {value} is out of range; use 1..{limit}")
+    partial = args.output.with_name(args.output.name + ".partial")    # renamed once every row is written
     try:
         tasks = read_tasks(args.input)
         engine = Engine.load(args.model, device=args.device, compile=False if args.eager else None, wait=True)
-        with args.output.open("w", encoding="utf-8") as out:
+        with partial.open("w", encoding="utf-8") as out:
             for row in run(engine, tasks, args.steps, args.span, args.mode, args.raw):
                 out.write(json.dumps(row) + "\n")
-    except (OSError, ValueError) as err:
+        os.replace(partial, args.output)
+    except (OSError, ValueError, CheckpointError) as err:
+        partial.unlink(missing_ok=True)
         print(f"spanfill batch: {err}", file=sys.stderr)
         return 2
     print(f"wrote {len(tasks)} completions to {args.output}", file=sys.stderr)

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..core.checkpoint import load_model, save_model
+from ..core.checkpoint import load_model, recover_swap, save_model
 from ..core.config import PRESETS
 from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
@@ -76,6 +76,36 @@ def load_train_state(out: Path, opt: torch.optim.Optimizer) -> dict:
     return json.loads((out / "train_state.json").read_text())
 
 
+def log_records(text: str) -> list[dict]:
+    """train_log.jsonl's records; a last line cut short (the run was killed while writing it) is left out."""
+    lines = text.splitlines()
+    records = [json.loads(line) for line in lines[:-1]]
+    if lines:
+        try:
+            records.append(json.loads(lines[-1]))
+        except json.JSONDecodeError:
+            pass
+    return records
+
+
+def at_least(low: int):
+    """An argparse type: an integer >= low."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is less than {low}")
+        return value
+    parse.__name__ = "integer"           # argparse names the type in its message
+    return parse
+
+
+def positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number above 0")
+    return value
+
+
 def tokenizer_texts(files, limit=TOKENIZER_SAMPLE_BYTES):
     rng = random.Random(0)
     order = list(range(len(files)))
@@ -93,15 +123,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, required=True, help="directory written by `spanfill data`")
     ap.add_argument("--out", type=Path, required=True, help="run directory (resumed if it exists)")
     ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--accum", type=int, default=1)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--total-steps", type=int, default=6000,
+    ap.add_argument("--batch", type=at_least(1), default=16)
+    ap.add_argument("--accum", type=at_least(1), default=1)
+    ap.add_argument("--lr", type=positive, default=2e-3)
+    ap.add_argument("--warmup", type=at_least(0), default=100)
+    ap.add_argument("--total-steps", type=at_least(1), default=6000,
                     help="the step the cosine schedule ends at (with --new-schedule: its length, counted from the "
                          "--init model's last step)")
     ap.add_argument("--minutes", type=float, default=float("inf"), help="stop (after saving) after this wall time")
-    ap.add_argument("--save-minutes", type=float, default=5.0)
+    ap.add_argument("--save-minutes", type=positive, default=5.0)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="auto")
     ap.add_argument("--init", type=Path, default=None,
@@ -132,6 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     device = pick_device(args.device)
     amp_dtype = autocast_dtype(device)
     out = args.out
+    recover_swap(out)                    # a save stopped between its two renames (checkpoint.save_model)
     train_files = read_split(args.data / "train.jsonl")
     if (out / "train_state.json").exists():
         model, tok = load_model(out, device=device)
@@ -167,11 +198,12 @@ def main(argv: list[str] | None = None) -> None:
     stream = ExampleStream(tok, train_files, budget, seed=args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     state = {"step": 0, "tokens": 0, "seconds": 0.0}
-    if args.init is not None and not (out / "train_state.json").exists() and (args.init / "train_log.jsonl").exists():
+    shipped = (log_records((args.init / "train_log.jsonl").read_text())
+               if args.init is not None and (args.init / "train_log.jsonl").exists() else [])
+    if shipped and not (out / "train_state.json").exists():
         # continue the shipped run's count and schedule: its log comes along, data order is new
-        shipped_log = (args.init / "train_log.jsonl").read_text()
-        (out / "train_log.jsonl").write_text(shipped_log)
-        last = json.loads(shipped_log.splitlines()[-1])
+        (out / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in shipped))
+        last = shipped[-1]
         state.update(step=last["step"], tokens=last["tokens"], seconds=last["time"])
         if args.new_schedule:     # the warm-up and cosine over --total-steps start at the shipped run's last step
             state["schedule_start"] = last["step"]
@@ -188,8 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{out} has no average yet: it starts from the step {state['step']} weights", file=sys.stderr)
     log_path = out / "train_log.jsonl"
     if log_path.exists():  # drop records of steps after the checkpoint we resumed from
-        kept = [line for line in log_path.read_text().splitlines() if json.loads(line)["step"] <= state["step"]]
-        log_path.write_text("".join(line + "\n" for line in kept))
+        kept = [r for r in log_records(log_path.read_text()) if r["step"] <= state["step"]]
+        log_path.write_text("".join(json.dumps(r) + "\n" for r in kept))
     log = log_path.open("a")
     if args.head_only and (model.length_head is None or (args.init is None and state["step"] == 0)):
         ap.error("--head-only fits the length head of a trained model: start from one with --init and "

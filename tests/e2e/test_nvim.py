@@ -242,6 +242,8 @@ def test_ghost_text_from_the_real_server_is_accepted_word_by_word_then_whole(edi
     status = server_status(editor)
     assert status["accepted"] == 1, status
     assert status["model"] and status["device"] == "cpu", status
+    # Neovim splits inserted text on "\n" alone: the plugin asks for suggestions with "\n" line breaks
+    assert status["settings"]["lineBreaks"] == "lf", status
 
 
 def test_multi_line_ghost_text_is_drawn_below_and_accepted_across_the_line_break(fixed_editor):

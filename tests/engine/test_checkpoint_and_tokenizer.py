@@ -1,5 +1,6 @@
 """Checkpoint loading errors and tokenizer round-trips."""
 import json
+import re
 import shutil
 
 import pytest
@@ -51,6 +52,19 @@ def test_config_that_does_not_match_the_weights(broken):
 def test_corrupt_config(broken):
     (broken / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="config.json"):
+        load_model(broken)
+
+
+@pytest.mark.parametrize("change, named", [
+    (lambda c: [c], "JSON list"), (lambda c: {**c, "n_heads": 0}, "n_heads=0"),
+    (lambda c: {**c, "vocab_size": -1}, "vocab_size=-1"), (lambda c: {**c, "span_length": "16"}, "span_length='16'"),
+    (lambda c: {**c, "steps": 0}, "steps=0"), (lambda c: {**c, "max_positions": 8}, "max_positions=8"),
+    (lambda c: {**c, "rope_theta": None}, "rope_theta=None"),
+    (lambda c: {**c, "special_tokens": {"mask": 10**6}}, "special_tokens")])
+def test_a_config_with_wrong_types_or_values_is_a_checkpoint_error_naming_the_field(broken, change, named):
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps(change(config)))
+    with pytest.raises(CheckpointError, match=re.escape(named)):
         load_model(broken)
 
 

@@ -73,6 +73,56 @@ def test_spanfill_batch_names_the_line_it_cannot_read(tiny_dir, tmp_path, capsys
     assert not out.exists()
 
 
+def test_spanfill_batch_never_writes_over_its_input_or_leaves_a_partial_output(tiny_dir, tmp_path, capsys):
+    tasks, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
+    text = "".join(json.dumps(t) + "\n" for t in TASKS)
+    tasks.write_text(text)
+    with pytest.raises(SystemExit) as exit_:
+        run("batch", tasks, tasks, "--model", tiny_dir, "--eager")
+    assert exit_.value.code == 2 and "is the input" in capsys.readouterr().err and tasks.read_text() == text
+    with pytest.raises(SystemExit):
+        run("batch", tasks, out, "--model", tiny_dir, "--eager", "--steps", 0)      # refused before any work
+    assert "--steps 0 is out of range" in capsys.readouterr().err and not out.exists()
+    out.write_text("an earlier run's rows\n")
+    assert run("batch", tasks, out, "--model", tmp_path / "no-model", "--eager") == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert out.read_text() == "an earlier run's rows\n" and sorted(tmp_path.iterdir()) == sorted([tasks, out])
+
+
+def test_command_line_errors_are_one_line_not_a_traceback(tiny_dir, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SPANFILL_TRACEBACK", raising=False)
+    assert run("train", "--data", tmp_path / "missing", "--out", tmp_path / "run") == 1
+    err = capsys.readouterr().err
+    assert err.startswith("spanfill train: ") and "Traceback" not in err and "missing" in err
+    with pytest.raises(SystemExit):
+        run("train", "--data", tmp_path, "--out", tmp_path / "run", "--batch", 0)
+    assert "argument --batch: 0 is less than 1" in capsys.readouterr().err
+
+
+def test_a_model_folder_is_never_written_over_the_working_directory_or_root(tiny_dir, tmp_path, monkeypatch):
+    from spanfill.engine.core.checkpoint import CheckpointError, load_model, save_model
+    model, tok = load_model(tiny_dir)
+    save_model(tmp_path / "m", model, tok)
+    monkeypatch.chdir(tmp_path / "m")
+    save_model(".", model, tok)                  # the folder it is in: resolved to its name, then swapped
+    assert load_model(tmp_path / "m")[0].cfg == model.cfg
+    with pytest.raises(CheckpointError, match="name a folder"):
+        save_model("/", model, tok)
+
+
+def test_a_save_stopped_between_its_two_renames_is_put_back(tiny_dir, tmp_path):
+    from spanfill.engine.core.checkpoint import load_model, save_model
+    model, tok = load_model(tiny_dir)
+    run_dir = tmp_path / "run"
+    save_model(run_dir, model, tok)
+    (run_dir / "train_state.json").write_text("{}")
+    (run_dir.with_name("run.tmp")).mkdir()
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "train_state.json"):
+        (run_dir.with_name("run.tmp") / name).write_bytes((run_dir / name).read_bytes())
+    run_dir.rename(run_dir.with_name("run.old"))  # as if stopped after the first rename
+    assert load_model(run_dir)[0].cfg == model.cfg and (run_dir / "train_state.json").exists()
+
+
 def module_source(i: int) -> str:
     body = "\n".join(f"def f_{i}_{j}(x):\n    return x * {(i * 7 + j) % 97} + {j}\n" for j in range(10))
     return f'"""Module {i}."""\nimport os\n\n{body}'

@@ -182,10 +182,23 @@ def test_ar_ends_a_multi_line_cursor_with_the_first_token_of_a_line_that_leaves_
 
 
 @pytest.mark.parametrize("bad", [dict(span_length=0), dict(steps=0), dict(n=0), dict(mode="beam"),
-                                 dict(rule="greedy"), dict(length="eos"), dict(top_p=0.0), dict(temperature=-1.0)])
+                                 dict(rule="greedy"), dict(length="eos"), dict(top_p=0.0), dict(temperature=-1.0),
+                                 dict(temperature=float("nan")), dict(top_p=float("nan")), dict(threshold=float("inf")),
+                                 dict(steps=10**9), dict(n=2.0), dict(span_length=2.5), dict(seed="x"),
+                                 dict(seed=2**70), dict(deadline_ms="soon")])
 def test_invalid_requests_get_clear_errors(engine, bad):
     with pytest.raises(ValueError, match="="):
         engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, **bad))
+
+
+@pytest.mark.parametrize("bad", [dict(prefix=None), dict(suffix=3), dict(snippets=["def f(): pass"]),
+                                 dict(cut=False, prefix_ids=[10**6]), dict(cut=False, suffix_ids=[-5]),
+                                 dict(cut=False, prefix_ids=[1.5])])
+def test_wrong_typed_text_and_ids_out_of_the_vocabulary_are_refused_before_any_work(engine, bad):
+    cached = engine.cache_stats
+    with pytest.raises(ValueError):
+        engine.complete(CompletionRequest(**{"prefix": "x = ", "suffix": "\n", **bad}))
+    assert engine.cache_stats == cached         # refused before the context cache saw it
 
 
 def test_every_length_strategy_completes_one_and_several_candidates(engine):

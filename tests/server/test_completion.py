@@ -294,6 +294,10 @@ async def test_crlf_documents_get_crlf_insert_text(make_session):
     answer = await suggest(session, query())
     assert answer.texts == ["total = a + b\r\n    return total"]
     assert "\r" not in engine.calls[0].prefix
+    session.settings = Settings(debounce_ms=0, line_breaks="lf")     # a client that splits on \n alone
+    type_text(session, CURSOR, "t", version=2)
+    typed_through = await suggest(session, query(types.Position(CURSOR.line, CURSOR.character + 1)))
+    assert typed_through.from_cache and typed_through.texts == ["otal = a + b\n    return total"]
 
 
 async def test_a_request_the_engine_refuses_is_logged_and_answered_empty(make_session, caplog):

@@ -38,6 +38,8 @@ function enabled(): boolean {
 class Spanfill implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private starting: Promise<void> | undefined;
+  /** The server command failed to start: no retry at every document opened, until Restart or a `spanfill.server` change. */
+  private startFailed = false;
   private lastRoundTripMs: number | undefined;
   private statusInFlight = false;
   private loadingPoll: NodeJS.Timeout | undefined;
@@ -50,7 +52,7 @@ class Spanfill implements vscode.Disposable {
 
   /** Start the server if completions are on and an open document wants them. */
   async ensureStarted(): Promise<void> {
-    if (this.client !== undefined || !enabled()) {
+    if (this.client !== undefined || this.startFailed || !enabled()) {
       return;
     }
     const wanted = new Set(languages(config()));
@@ -75,7 +77,8 @@ class Spanfill implements vscode.Disposable {
         { scheme: "file", language },
         { scheme: "untitled", language },
       ]),
-      initializationOptions: { [SECTION]: serverSettings(get) },
+      // A function: read again when the client restarts a crashed server, so it gets today's settings.
+      initializationOptions: () => ({ [SECTION]: serverSettings(config()) }),
       outputChannel: this.log,
       middleware: {
         // The server pulls its section when a change notification comes without settings:
@@ -116,6 +119,8 @@ class Spanfill implements vscode.Disposable {
       await client.start();
     } catch (error) {
       this.client = undefined;
+      this.startFailed = true;
+      this.showIdle();
       const message =
         `spanfill: could not start "${launch.command} ${launch.args.join(" ")}": ${String(error)}. ` +
         "Set `spanfill.server.command` to the spanfill executable (e.g. <repo>/.venv/bin/spanfill).";
@@ -156,6 +161,7 @@ class Spanfill implements vscode.Disposable {
 
   async restart(): Promise<void> {
     await this.stop();
+    this.startFailed = false;
     await this.ensureStarted();
   }
 
@@ -224,6 +230,13 @@ class Spanfill implements vscode.Disposable {
 
   /** No server running: say whether that is because completions are off or nothing asked yet. */
   private showIdle(): void {
+    if (this.startFailed) {
+      this.statusItem.text = "$(error) spanfill";
+      this.statusItem.tooltip =
+        "spanfill: the server did not start. Set `spanfill.server.command`, then run `spanfill: Restart server`.";
+      this.statusItem.show();
+      return;
+    }
     const on = enabled();
     this.statusItem.text = on ? "$(sparkle) spanfill" : "$(circle-slash) spanfill";
     this.statusItem.tooltip = on

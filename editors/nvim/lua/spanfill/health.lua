@@ -28,15 +28,18 @@ local function check_command(spanfill)
     return false
   end
   health.ok(("server command: %s (%s)"):format(table.concat(cmd, " "), vim.fn.exepath(exe)))
-  local result = vim.system({ exe, "serve", "--help" }, { text = true }):wait(15000)
+  -- the command as configured, asked for its help: `uv run spanfill serve`, `python -m ...` as well
+  local probe = vim.list_extend(vim.deepcopy(cmd), { "--help" })
+  local shown = table.concat(probe, " ")
+  local result = vim.system(probe, { text = true }):wait(15000)
   if result.code ~= 0 then
     health.error(
-      ("`%s serve --help` exited with %s"):format(exe, tostring(result.code)),
+      ("`%s` exited with %s"):format(shown, tostring(result.code)),
       { vim.trim((result.stderr or "") .. (result.stdout or "")) }
     )
     return false
   end
-  health.ok("`spanfill serve --help` runs")
+  health.ok(("`%s` runs"):format(shown))
   return true
 end
 

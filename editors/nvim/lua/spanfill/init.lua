@@ -81,6 +81,11 @@ local function server_settings()
     enable[ft] = M.enabled
   end
   settings.enable = enable
+  -- Neovim splits inserted text on "\n" alone: in a CRLF ('fileformat' dos) buffer a suggestion with
+  -- the document's "\r\n" would leave a "\r" at the end of every line it inserts.
+  if settings.lineBreaks == nil then
+    settings.lineBreaks = "lf"
+  end
   return { [NAME] = settings }
 end
 
