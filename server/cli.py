@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:
         if not user_error(err):
             raise                        # a bug: its traceback is what to report
-        sys.stderr.write(f"spanfill {command}: {err}\n")
+        where = "" if isinstance(err, OSError) else " (SPANFILL_TRACEBACK=1 shows where)"
+        sys.stderr.write(f"spanfill {command}: {err}{where}\n")
         return 1
 
 

@@ -35,9 +35,7 @@ def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_byte
     """Write atomically: into a sibling temp dir, then swap, so a crash never leaves half a checkpoint.
     shard_bytes: write the weights as shards of at most that many bytes each, with their index;
     dtype: the weights' dtype on disk (the loader casts to the engine's)."""
-    directory = Path(directory).resolve()
-    if not directory.name:
-        raise CheckpointError(f"cannot write a model over {directory}: name a folder for it")
+    directory = check_writable_folder(directory)
     tmp, old = (directory.with_name(directory.name + suffix) for suffix in (".tmp", ".old"))
     recover_swap(directory)
     shutil.rmtree(tmp, ignore_errors=True)
@@ -60,8 +58,12 @@ def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_byte
                 _link_or_copy(extra, tmp / extra.name)
     shutil.rmtree(old, ignore_errors=True)
     os.replace(directory, old)           # two renames: a crash between them leaves both whole folders,
-    os.replace(tmp, directory)           # which recover_swap puts back
-    shutil.rmtree(old)
+    try:                                 # which recover_swap puts back
+        os.replace(tmp, directory)
+    except FileNotFoundError:            # a load in between put it back already (recover_swap)
+        if not (directory / "config.json").exists():
+            raise
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def _link_or_copy(src, dst) -> None:
@@ -71,15 +73,35 @@ def _link_or_copy(src, dst) -> None:
         shutil.copy2(src, dst)
 
 
+def check_writable_folder(directory: str | Path) -> Path:
+    """`directory` resolved, if save_model may write a model there; CheckpointError if not: a save
+    replaces the folder, so neither the root nor the folder the process works in (or one above it)."""
+    directory = Path(directory).resolve()
+    if not directory.name:
+        raise CheckpointError(f"cannot write a model over {directory}: name a folder for it")
+    if Path.cwd() == directory or directory in Path.cwd().parents:
+        raise CheckpointError(f"cannot write a model into {directory}: it is the folder you are working in (or "
+                              "holds it), which each save replaces; name another folder")
+    return directory
+
+
 def recover_swap(directory: Path) -> None:
     """Put back a checkpoint folder that a save stopped between its two renames (save_model): the
     folder is gone, its new version is DIR.tmp and its previous one DIR.old."""
     directory = Path(directory).resolve()
     if directory.name and not directory.exists():
         for left in (directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")):
-            if (left / "config.json").exists() and (left / "tokenizer.json").exists():
+            if left.is_dir() and _complete(left):
                 os.replace(left, directory)
                 return
+
+
+def _complete(directory: Path) -> bool:
+    try:
+        names = ("config.json", *weight_files(directory), "tokenizer.json")
+    except (OSError, ValueError, CheckpointError):
+        return False
+    return all((directory / name).is_file() for name in names)
 
 
 def _is_weights(name: str) -> bool:

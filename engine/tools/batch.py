@@ -80,16 +80,21 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, limit in (("--steps", args.steps, MAX_STEPS), ("--span", args.span, MAX_SPAN)):
         if value is not None and not 1 <= value <= limit:
             ap.error(f"{name} {value} is out of range; use 1..{limit}")
-    partial = args.output.with_name(args.output.name + ".partial")    # renamed once every row is written
+    # a file is written through DIR/NAME.partial, renamed once every row is in; a device or a pipe
+    # (/dev/stdout) or a link is written as it is
+    direct = args.output.is_symlink() or (args.output.exists() and not args.output.is_file())
+    partial = args.output if direct else args.output.with_name(args.output.name + ".partial")
     try:
         tasks = read_tasks(args.input)
         engine = Engine.load(args.model, device=args.device, compile=False if args.eager else None, wait=True)
         with partial.open("w", encoding="utf-8") as out:
             for row in run(engine, tasks, args.steps, args.span, args.mode, args.raw):
                 out.write(json.dumps(row) + "\n")
-        os.replace(partial, args.output)
+        if not direct:
+            os.replace(partial, args.output)
     except (OSError, ValueError, CheckpointError) as err:
-        partial.unlink(missing_ok=True)
+        if not direct:
+            partial.unlink(missing_ok=True)
         print(f"spanfill batch: {err}", file=sys.stderr)
         return 2
     print(f"wrote {len(tasks)} completions to {args.output}", file=sys.stderr)

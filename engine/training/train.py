@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..core.checkpoint import load_model, recover_swap, save_model
+from ..core.checkpoint import check_writable_folder, load_model, recover_swap, save_model
 from ..core.config import PRESETS
 from .corpus import read_split
 from ..core.device import autocast_dtype, pick_device
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> None:
 
     device = pick_device(args.device)
     amp_dtype = autocast_dtype(device)
-    out = args.out
+    out = args.out = check_writable_folder(args.out)   # before any work: each save replaces the folder
     recover_swap(out)                    # a save stopped between its two renames (checkpoint.save_model)
     train_files = read_split(args.data / "train.jsonl")
     if (out / "train_state.json").exists():
@@ -235,12 +235,15 @@ def main(argv: list[str] | None = None) -> None:
     seconds_before = state["seconds"]
 
     def checkpoint():
+        nonlocal log
         state["seconds"] = seconds_before + time.time() - start
         state["stream_rng"] = stream.rng.getstate()
+        log.close()                      # reopened in the folder the save leaves (a copy, where no hard links)
         save_model(out, model, tok)
         if ema is not None:
             ema.save(out, tok, state["step"])
         save_train_state(out, opt, state)
+        log = log_path.open("a")
 
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))   # save, then exit

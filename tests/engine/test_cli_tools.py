@@ -89,6 +89,14 @@ def test_spanfill_batch_never_writes_over_its_input_or_leaves_a_partial_output(t
     assert out.read_text() == "an earlier run's rows\n" and sorted(tmp_path.iterdir()) == sorted([tasks, out])
 
 
+def test_spanfill_batch_writes_through_a_link_to_its_target(tiny_dir, tmp_path, capsys):
+    tasks, target, link = tmp_path / "tasks.jsonl", tmp_path / "target.jsonl", tmp_path / "out.jsonl"
+    tasks.write_text(json.dumps(TASKS[1]) + "\n")
+    target.write_text("")
+    link.symlink_to(target)
+    assert run("batch", tasks, link, "--model", tiny_dir, "--device", "cpu", "--eager", "--raw") == 0
+    assert link.is_symlink() and json.loads(target.read_text())["id"] == "return"
+
 def test_command_line_errors_are_one_line_not_a_traceback(tiny_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("SPANFILL_TRACEBACK", raising=False)
     assert run("train", "--data", tmp_path / "missing", "--out", tmp_path / "run") == 1
@@ -104,10 +112,13 @@ def test_a_model_folder_is_never_written_over_the_working_directory_or_root(tiny
     model, tok = load_model(tiny_dir)
     save_model(tmp_path / "m", model, tok)
     monkeypatch.chdir(tmp_path / "m")
-    save_model(".", model, tok)                  # the folder it is in: resolved to its name, then swapped
-    assert load_model(tmp_path / "m")[0].cfg == model.cfg
+    with pytest.raises(CheckpointError, match="the folder you are working in"):
+        save_model(".", model, tok)              # each save replaces the folder: not the one the process is in
+    with pytest.raises(CheckpointError, match="the folder you are working in"):
+        save_model(tmp_path, model, tok)
     with pytest.raises(CheckpointError, match="name a folder"):
         save_model("/", model, tok)
+    assert load_model(tmp_path / "m")[0].cfg == model.cfg
 
 
 def test_a_save_stopped_between_its_two_renames_is_put_back(tiny_dir, tmp_path):

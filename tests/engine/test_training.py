@@ -7,6 +7,7 @@ import random
 import pytest
 import torch
 
+from spanfill.engine import CheckpointError
 from spanfill.engine.training import corpus
 from spanfill.engine.training.samples import ExampleStream
 from spanfill.engine.training.objective import build_batch, losses
@@ -108,6 +109,32 @@ def test_training_resumes_from_the_same_step(tiny_data, tmp_path):
     assert json.loads((out / "train_state.json").read_text())["step"] == 4
     resumed = load_file(str(out / "model.safetensors"))
     assert any(not torch.equal(saved[k], resumed[k]) for k in saved)   # it trained on, from the saved weights
+
+
+def test_a_run_on_a_file_system_without_hard_links_keeps_its_state_and_log(tiny_data, tmp_path, monkeypatch):
+    """Each save swaps the run's folder (checkpoint.save_model); where no hard links exist what the
+    save keeps is copied, so the open log must be reopened in the new folder, or every record after
+    the first save is lost. The folder the process works in is refused before any work."""
+    import os
+
+    def no_links(src, dst):
+        raise OSError("hard links are not supported here")
+    monkeypatch.setattr(os, "link", no_links)
+    run = tmp_path / "run"
+    common = ["--data", str(tiny_data), "--out", str(run), "--preset", "tiny", "--batch", "2", "--warmup", "2",
+              "--no-compile", "--save-minutes", "1e-9", "--ema", "0.9"]        # a save after every step
+    train_main(common + ["--total-steps", "3"])
+    assert json.loads((run / "train_state.json").read_text())["step"] == 3
+    train_main(common + ["--total-steps", "5"])
+    steps = [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5]
+    assert json.loads((run / "train_state.json").read_text())["step"] == 5
+    assert json.loads((run / "ema" / "average.json").read_text())["step"] == 5
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("run.")]    # no .tmp or .old left behind
+    monkeypatch.chdir(run)
+    with pytest.raises(CheckpointError, match="the folder you are working in"):
+        train_main([*common[:2], "--out", ".", *common[4:], "--total-steps", "6"])
+    assert json.loads((run / "train_state.json").read_text())["step"] == 5
 
 
 def test_compiled_training_step_matches_eager(model_and_tok, tiny_data):

@@ -160,8 +160,8 @@ class Spanfill implements vscode.Disposable {
   }
 
   async restart(): Promise<void> {
-    await this.stop();
     this.startFailed = false;
+    await this.stop();
     await this.ensureStarted();
   }
 
