@@ -46,9 +46,10 @@ async def test_tcp_session(e2e_model):
 
 
 def test_bad_tcp_address_is_a_usage_error():
-    proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--tcp", "localhost"],
-                          capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "HOST:PORT" in proc.stderr and proc.stdout == ""
+    for address in ("localhost", "127.0.0.1:99999"):          # no port; a port past 65535
+        proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "serve", "--tcp", address],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "HOST:PORT" in proc.stderr and proc.stdout == "", proc.stderr
 
 
 def test_invalid_cli_setting_is_reported():
