@@ -36,7 +36,7 @@ def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_byte
     shard_bytes: write the weights as shards of at most that many bytes each, with their index;
     dtype: the weights' dtype on disk (the loader casts to the engine's)."""
     directory = check_writable_folder(directory)
-    tmp, old = (directory.with_name(directory.name + suffix) for suffix in (".tmp", ".old"))
+    tmp, old = _swap_folders(directory)
     recover_swap(directory)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -85,12 +85,17 @@ def check_writable_folder(directory: str | Path) -> Path:
     return directory
 
 
+def _swap_folders(directory: Path) -> tuple[Path, Path]:
+    """(DIR.tmp, DIR.old): where save_model writes the new version, and where the previous one goes."""
+    return directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")
+
+
 def recover_swap(directory: Path) -> None:
     """Put back a checkpoint folder that a save stopped between its two renames (save_model): the
     folder is gone, its new version is DIR.tmp and its previous one DIR.old."""
     directory = Path(directory).resolve()
     if directory.name and not directory.exists():
-        for left in (directory.with_name(directory.name + ".tmp"), directory.with_name(directory.name + ".old")):
+        for left in _swap_folders(directory):
             if left.is_dir() and _complete(left):
                 os.replace(left, directory)
                 return
@@ -98,10 +103,15 @@ def recover_swap(directory: Path) -> None:
 
 def _complete(directory: Path) -> bool:
     try:
-        names = ("config.json", *weight_files(directory), "tokenizer.json")
+        return not missing_files(directory)
     except (OSError, ValueError, CheckpointError):
         return False
-    return all((directory / name).is_file() for name in names)
+
+
+def missing_files(directory: Path) -> list[str]:
+    """The files a checkpoint in `directory` needs and lacks (config, every weight file, tokenizer)."""
+    return [name for name in ("config.json", *weight_files(directory), "tokenizer.json")
+            if not (directory / name).is_file()]
 
 
 def _is_weights(name: str) -> bool:
@@ -180,8 +190,7 @@ def load_model(directory: str | Path | None = None, device: str | torch.device =
     if not directory.is_dir():
         raise CheckpointError(f"model directory {directory} does not exist; pass a directory holding "
                               f"{', '.join(REQUIRED)} (or train one with `spanfill train`)")
-    missing = [name for name in ("config.json", *weight_files(directory), "tokenizer.json") if not (directory / name).is_file()]
-    if missing:
+    if missing := missing_files(directory):
         raise CheckpointError(f"model directory {directory} lacks {', '.join(missing)}; it is not a complete spanfill checkpoint")
     cfg = load_config(directory)
     try:

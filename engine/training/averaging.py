@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from ..core.checkpoint import CheckpointError, check_writable_folder, load_model, recover_swap, save_model
+from ..core.checkpoint import CheckpointError, load_model, recover_swap, save_model
 from ..core.model import SpanfillModel
 from ..core.tokenizer import Tokenizer
 
@@ -100,7 +100,6 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, CheckpointError) as e:
         print(f"spanfill average: {e}", file=sys.stderr)
         return 2
-    args.out = check_writable_folder(args.out)
     save_model(args.out, model, tok)
     (args.out / "average.json").write_text(json.dumps({"kind": "mean", "models": [str(m) for m in args.models]}) + "\n")
     print(f"wrote the mean of {len(args.models)} checkpoints to {args.out}", file=sys.stderr)
