@@ -145,8 +145,9 @@ def backend(request) -> str:
     return request.param
 
 
-def launch(tmp_path: Path, backend: str, cmd: list[str], model: str = "") -> Nvim:
-    """Neovim on a Python file holding SOURCE, with the plugin starting `cmd` as its server."""
+def launch(tmp_path: Path, backend: str, cmd: list[str], model: str = "", user_maps: bool = False) -> Nvim:
+    """Neovim on a Python file holding SOURCE, with the plugin starting `cmd` as its server;
+    user_maps: the user's own mappings of spanfill's keys made first (tests/e2e/nvim/init.lua)."""
     file = tmp_path / "example.py"
     file.write_text(SOURCE)
     env = {
@@ -155,6 +156,7 @@ def launch(tmp_path: Path, backend: str, cmd: list[str], model: str = "") -> Nvi
         "SPANFILL_CMD": json.dumps(cmd),
         "SPANFILL_MODEL": model,
         "SPANFILL_BACKEND": backend,
+        "SPANFILL_USER_MAPS": "1" if user_maps else "",
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_DATA_HOME": str(tmp_path / "data"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
@@ -175,15 +177,25 @@ def editor(backend, tmp_path, model_dir):
         session.close()
 
 
-@pytest.fixture
-def fixed_editor(backend, tmp_path):
-    """Neovim with the plugin and a stand-in server that always suggests MULTILINE."""
+def fixed_session(backend: str, tmp_path: Path, user_maps: bool = False):
     cmd = [sys.executable, str(FIXED_SERVER), str(ROW), str(COL), json.dumps(MULTILINE)]
-    session = launch(tmp_path, backend, cmd)
+    session = launch(tmp_path, backend, cmd, user_maps=user_maps)
     try:
         yield session
     finally:
         session.close()
+
+
+@pytest.fixture
+def fixed_editor(backend, tmp_path):
+    """Neovim with the plugin and a stand-in server that suggests MULTILINE at (ROW, COL) only."""
+    yield from fixed_session(backend, tmp_path)
+
+
+@pytest.fixture
+def mapped_editor(backend, tmp_path):
+    """fixed_editor where the user mapped spanfill's keys before the plugin did."""
+    yield from fixed_session(backend, tmp_path, user_maps=True)
 
 
 def insert(lines: list[str], row: int, col: int, text: str) -> list[str]:
@@ -261,3 +273,27 @@ def test_checkhealth_reports_the_running_server(editor):
     assert "ERROR" not in report, report
     assert re.search(r"OK .*server command: .*spanfill serve", report), report
     assert re.search(r"OK model .* on cpu", report), report
+
+
+def test_keys_with_nothing_to_do_keep_the_users_own_mappings(mapped_editor):
+    editor = mapped_editor
+    before = attached(editor)["lines"]
+    # The first line: the stand-in server suggests nothing there, so each key does what the user
+    # mapped it to (tests/e2e/nvim/init.lua), one key at a time (the buffer-editing callback runs
+    # just after its key).
+    editor.send("<Esc>1GA")
+    editor.wait(lambda: (s := editor.probe("state"))["mode"] == "i" and s["cursor"] == [0, len(before[0])], 10,
+                "insert mode at the end of the first line")
+    typed = ""
+    for key, marker in (("<Tab>", "[tab]"), ("<M-]>", "[next]"), ("<C-]>", "[dismiss]"), ("<M-Right>", "[word]")):
+        editor.send(key)
+        typed += marker
+        editor.wait(lambda: editor.probe("state")["lines"][0] == before[0] + typed, 10,
+                    f"{key} to do the user's mapping ({marker})")
+    assert editor.probe("state")["lines"][1:] == before[1:]
+    # Where a suggestion is shown, <Tab> still accepts it.
+    editor.send(f"<Esc>{ROW + 1}GA")
+    editor.wait(lambda: (g := editor.probe("ghost")) and g["text"] == MULTILINE, 30, "the suggestion")
+    editor.send("<Tab>")
+    want = insert([before[0] + typed, *before[1:]], ROW, COL, MULTILINE)
+    editor.wait(lambda: editor.probe("state")["lines"] == want, 10, "<Tab> to accept the suggestion")

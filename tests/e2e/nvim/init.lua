@@ -10,6 +10,21 @@ if (vim.env.SPANFILL_MODEL or "") ~= "" then
   settings.model = vim.env.SPANFILL_MODEL
 end
 
+-- A user's own insert-mode mappings of spanfill's keys, made before the plugin maps them: a Lua
+-- <expr> callback, a recursive mapping through a <Plug> key, a callback that edits the buffer and a
+-- Vimscript <expr>; each inserts a marker where spanfill has nothing to do with the key.
+if vim.env.SPANFILL_USER_MAPS == "1" then
+  vim.keymap.set("i", "<Tab>", function()
+    return "[tab]"
+  end, { expr = true })
+  vim.keymap.set("i", "<Plug>(user-next)", "[next]")
+  vim.keymap.set("i", "<M-]>", "<Plug>(user-next)", { remap = true })
+  vim.keymap.set("i", "<C-]>", function()
+    vim.api.nvim_put({ "[dismiss]" }, "c", false, true)
+  end)
+  vim.cmd([[inoremap <expr> <M-Right> "[" .. "word]"]])
+end
+
 local spanfill = require("spanfill")
 spanfill.setup({
   cmd = vim.json.decode(vim.env.SPANFILL_CMD),

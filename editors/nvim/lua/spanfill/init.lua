@@ -14,9 +14,10 @@ local NAME = "spanfill"
 local STATUS = "spanfill/status"
 local REJECTED = "spanfill/rejected"
 local ACCEPT_COMMAND = "spanfill.accept" -- what the server puts in each item; accepting runs it
+local NATIVE_NAMESPACE = "nvim.lsp.inline_completion" -- where vim.lsp.inline_completion draws
 
 ---@class spanfill.Keymaps
----@field accept string|false         accept the whole suggestion (falls back to the key itself)
+---@field accept string|false         accept the whole suggestion (else the key's earlier mapping or itself)
 ---@field accept_word string|false    accept up to the end of the next word
 ---@field accept_line string|false    accept up to the end of the current line
 ---@field next string|false           next candidate
@@ -209,7 +210,17 @@ local function native_partial(cut)
   })
 end
 
---- Keymap actions, each returning true when it did something (else the key passes through).
+--- Show the next (count 1) or previous (-1) candidate; false when no suggestion is on screen.
+local function native_select(count)
+  local ns = vim.api.nvim_get_namespaces()[NATIVE_NAMESPACE]
+  if not ns or #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { limit = 1 }) == 0 then
+    return false
+  end
+  vim.lsp.inline_completion.select({ count = count })
+  return true
+end
+
+--- Keymap actions, each returning true when it did something (else the key does what it did before).
 local actions = {
   native = {
     accept = function()
@@ -222,12 +233,10 @@ local actions = {
       return native_partial(require("spanfill.ghost").next_line)
     end,
     next = function()
-      vim.lsp.inline_completion.select({ count = 1 })
-      return true
+      return native_select(1)
     end,
     prev = function()
-      vim.lsp.inline_completion.select({ count = -1 })
-      return true
+      return native_select(-1)
     end,
     dismiss = function()
       return native_dismiss(0)
@@ -235,14 +244,64 @@ local actions = {
   },
 }
 
---- Buffer-local, so buffers without spanfill keep their keys (and other plugins theirs).
+local DESC = "spanfill: "
+
+--- Per buffer and key, the insert-mode mapping the key had before spanfill's (buffer-local or
+--- global; maparg's dictionary), or false for none: what the key does when spanfill has nothing to
+--- do with it. Kept across re-attaches, whose maparg would find spanfill's own mapping.
+local previous = {}
+
+local function previous_mapping(bufnr, lhs)
+  previous[bufnr] = previous[bufnr] or {}
+  if previous[bufnr][lhs] == nil then
+    local found = vim.api.nvim_buf_call(bufnr, function()
+      return vim.fn.maparg(lhs, "i", false, true)
+    end)
+    local ours = vim.tbl_isempty(found) or vim.startswith(found.desc or "", DESC)
+    previous[bufnr][lhs] = not ours and found
+  end
+  return previous[bufnr][lhs]
+end
+
+--- The keys an <expr> mapping of `lhs` returns to do what `mapping` (maparg's dictionary, or false:
+--- the key itself) does. A callback that is not <expr> may change the buffer, which an <expr>
+--- mapping may not: it runs just after. Keys of a recursive mapping are fed to be mapped again,
+--- unless they hold `lhs` itself (that would come back here).
+local function fall_back(lhs, mapping)
+  if not mapping then
+    return vim.keycode(lhs)
+  end
+  local keys
+  if mapping.callback then
+    if mapping.expr ~= 1 then
+      vim.schedule(mapping.callback)
+      return ""
+    end
+    keys = mapping.callback() or ""
+    if mapping.replace_keycodes == 1 then
+      keys = vim.keycode(keys)
+    end
+  else
+    local rhs = (mapping.rhs or ""):gsub("<[Ss][Ii][Dd]>", ("<SNR>%d_"):format(mapping.sid or 0))
+    keys = vim.keycode(mapping.expr == 1 and vim.api.nvim_eval(rhs) or rhs)
+  end
+  if mapping.noremap ~= 1 and not keys:find(vim.keycode(lhs), 1, true) then
+    vim.api.nvim_feedkeys(keys, "im", false)
+    return ""
+  end
+  return keys
+end
+
+--- Buffer-local, so buffers without spanfill keep their keys (and other plugins theirs). A key
+--- with nothing to accept, cycle or dismiss does what its earlier mapping did (as copilot.vim's
+--- <Tab> does), or types itself.
 local function set_keymaps(bufnr)
   for action, lhs in pairs(M.options.keymaps) do
     if lhs then
+      local before = previous_mapping(bufnr, lhs)
       vim.keymap.set("i", lhs, function()
-        local backend = M.backend()
         local done
-        if backend == "native" then
+        if M.backend() == "native" then
           done = actions.native[action]()
         else
           done = require("spanfill.ghost")[action]()
@@ -250,8 +309,8 @@ local function set_keymaps(bufnr)
         if done then
           return ""
         end
-        return vim.keycode(lhs)
-      end, { buffer = bufnr, expr = true, replace_keycodes = false, desc = "spanfill: " .. action:gsub("_", " ") })
+        return fall_back(lhs, before)
+      end, { buffer = bufnr, expr = true, replace_keycodes = false, desc = DESC .. action:gsub("_", " ") })
     end
   end
 end
