@@ -10,6 +10,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..api import MAX_SPAN, MAX_STEPS
+
 MODEL_TYPE = "spanfill"
 
 
@@ -48,6 +50,9 @@ class ModelConfig:
         if not isinstance(self.special_tokens, dict) or not all(
                 isinstance(v, int) and 0 <= v < self.vocab_size for v in self.special_tokens.values()):
             raise ValueError(f"special_tokens must map names to token ids below vocab_size={self.vocab_size}")
+        if self.steps > MAX_STEPS or self.span_length > MAX_SPAN:   # a request's defaults: check_request's bounds
+            raise ValueError(f"steps={self.steps} / span_length={self.span_length} past the most a request "
+                             f"may ask for ({MAX_STEPS} / {MAX_SPAN})")
         if self.max_positions <= self.span_length:
             raise ValueError(f"max_positions={self.max_positions} leaves no room for context beside "
                              f"span_length={self.span_length}")

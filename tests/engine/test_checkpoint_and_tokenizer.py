@@ -60,6 +60,7 @@ def test_corrupt_config(broken):
     (lambda c: {**c, "vocab_size": -1}, "vocab_size=-1"), (lambda c: {**c, "span_length": "16"}, "span_length='16'"),
     (lambda c: {**c, "steps": 0}, "steps=0"), (lambda c: {**c, "max_positions": 8}, "max_positions=8"),
     (lambda c: {**c, "rope_theta": None}, "rope_theta=None"),
+    (lambda c: {**c, "steps": 129}, "steps=129"), (lambda c: {**c, "span_length": 300, "max_positions": 4096}, "span_length=300"),
     (lambda c: {**c, "special_tokens": {"mask": 10**6}}, "special_tokens")])
 def test_a_config_with_wrong_types_or_values_is_a_checkpoint_error_naming_the_field(broken, change, named):
     config = json.loads((broken / "config.json").read_text())
