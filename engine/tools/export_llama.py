@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
-from ..core.checkpoint import load_model
+from ..core.checkpoint import CheckpointError, load_model
+from ..core.config import MODEL_TYPE
 from ..decoding.healing import Healer
 from ..core.model import SpanfillModel
 from ..decoding.prompt import context_ids
@@ -56,12 +58,39 @@ def llama_state_dict(model: SpanfillModel) -> dict[str, torch.Tensor]:
 
 
 def export(model_dir: str | Path | None, out: Path) -> Path:
+    """Write the Llama checkpoint into `out` (config.json, model.safetensors, tokenizer.json), each
+    file whole or not at all. A folder that holds a spanfill checkpoint (the exported one, say) is
+    refused: the export's files have the same names."""
+    out = Path(out)
+    if _model_type(out / "config.json") == MODEL_TYPE:
+        raise CheckpointError(f"{out} holds a spanfill checkpoint, which the export would overwrite: "
+                              f"name another --out")
     model, tok = load_model(model_dir, dtype=torch.float32)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(llama_config(model), indent=2) + "\n")
-    save_file(llama_state_dict(model), str(out / "model.safetensors"), metadata={"format": "pt"})
-    tok.save(out / "tokenizer.json")
+    _write(out / "config.json", lambda path: path.write_text(json.dumps(llama_config(model), indent=2) + "\n"))
+    _write(out / "model.safetensors",
+           lambda path: save_file(llama_state_dict(model), str(path), metadata={"format": "pt"}))
+    _write(out / "tokenizer.json", tok.save)
     return out
+
+
+def _model_type(config: Path) -> str | None:
+    """The model_type a config.json names; None where there is no readable one."""
+    try:
+        data = json.loads(config.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("model_type") if isinstance(data, dict) else None
+
+
+def _write(path: Path, write) -> None:
+    """write(a temporary path beside `path`), then the file takes `path`'s name."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        write(partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def generate_completion(llama, engine, prefix: str, suffix: str, max_tokens: int) -> tuple[str, int]:

@@ -1,7 +1,12 @@
 """The Llama export decodes exactly like spanfill's AR mode."""
+import shutil
+from pathlib import Path
+
+import pytest
 import torch
 
 from spanfill.engine import CompletionRequest
+from spanfill.engine.core.checkpoint import CheckpointError
 from spanfill.engine.tools.export_llama import export, generate_completion
 from spanfill.engine.decoding.prompt import context_ids
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
@@ -35,3 +40,15 @@ def test_generate_completion_heals_like_ar_mode(engine, tiny_dir, tmp_path):
             text, _ = generate_completion(llama, engine, prefix, SAMPLE_SUFFIX, 12)
         result = engine.complete(CompletionRequest(prefix=prefix, suffix=SAMPLE_SUFFIX, mode="ar", span_length=12))
         assert result.texts == [text]
+
+
+def test_the_export_never_overwrites_a_spanfill_checkpoint(tiny_dir, tmp_path):
+    """--out naming the model's own folder (or any spanfill checkpoint) is refused before a file is written."""
+    model = Path(shutil.copytree(tiny_dir, tmp_path / "model"))
+    before = {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()}
+    with pytest.raises(CheckpointError, match="holds a spanfill checkpoint"):
+        export(model, model)
+    assert {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()} == before
+    out = export(tiny_dir, tmp_path / "llama")
+    assert export(tiny_dir, out) == out            # an earlier export is written over
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
