@@ -148,7 +148,9 @@ class SpanfillServer(LanguageServer):
             done = f"spanfill: could not load model {name}: {err}"
             self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=done))
             log.error("%s", done)
-            if self._loaded is not None:   # keep serving with the model we have, and say so in the settings
+            # keep serving with the model we have, and say so in the settings: unless newer settings name
+            # another model, whose own load (queued behind this one) decides
+            if self._loaded is not None and self.session.settings.engine_key == settings.engine_key:
                 old = self._loaded
                 self.session.settings = dataclasses.replace(self.session.settings, model=old.model,
                                                             device=old.device, dtype=old.dtype, threads=old.threads)

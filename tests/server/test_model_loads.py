@@ -115,3 +115,32 @@ async def test_a_model_that_broke_while_a_failing_one_loaded_is_loaded_again(tin
     finally:
         reload_may_finish.set()
         server.session.scheduler.close()
+
+
+async def test_a_failed_load_leaves_settings_that_changed_to_another_model_meanwhile(tiny_model, monkeypatch):
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    engines = {"A": FakeEngine(tok), "D": FakeEngine(tok)}
+    server = SpanfillServer()
+    server.session.scheduler = Scheduler(loader=lambda path, **kw: engines[path])
+    monkeypatch.setattr(server, "window_show_message", lambda params: None)
+    monkeypatch.setattr(server, "client_supports", lambda *path: False)
+    load = server.session.scheduler.load
+
+    async def load_or_fail(model, *args):
+        if model == "C":   # C fails just as a change of settings to D arrives (D's load is queued after it)
+            server.session.settings = dataclasses.replace(server.session.settings, model="D")
+            raise FileNotFoundError("C: no such model directory")
+        return await load(model, *args)
+
+    try:
+        server.session.settings = dataclasses.replace(server.session.settings, model="A")
+        await server.load_engine()
+        monkeypatch.setattr(server.session.scheduler, "load", load_or_fail)
+        server.session.settings = dataclasses.replace(server.session.settings, model="C")
+        await server.load_engine()
+        assert server.session.settings.model == "D"        # not reverted to A over the newer settings
+        assert server.session.scheduler.engine is engines["A"]
+        await server.load_engine()                          # D's own load
+        assert server.session.scheduler.engine is engines["D"] and server.session.settings.model == "D"
+    finally:
+        server.session.scheduler.close()
