@@ -17,7 +17,7 @@ import {
   TransportKind,
 } from "vscode-languageclient/node";
 
-import { Getter, ServerStatus, languages, serverLaunch, serverSettings, statusText, statusTooltip } from "./settings";
+import { Getter, ServerStatus, languages, serverLaunch, serverSettings, statusText, statusTooltip, toggleTarget } from "./settings";
 
 const SECTION = "spanfill";
 const STATUS_REQUEST = "spanfill/status";
@@ -167,8 +167,12 @@ class Spanfill implements vscode.Disposable {
 
   async toggle(): Promise<void> {
     const now = !enabled();
-    // The configuration listener tells the server, or starts it.
-    await vscode.workspace.getConfiguration(SECTION).update("enable", now, vscode.ConfigurationTarget.Global);
+    // Written where the value in effect comes from (a workspace's wins over the user's); the
+    // configuration listener tells the server, or starts it.
+    const config = vscode.workspace.getConfiguration(SECTION);
+    const target = toggleTarget(config.inspect("enable")) === "workspace"
+      ? vscode.ConfigurationTarget.Workspace : vscode.ConfigurationTarget.Global;
+    await config.update("enable", now, target);
     void vscode.window.setStatusBarMessage(`spanfill inline completions ${now ? "on" : "off"}`, 2000);
   }
 

@@ -136,3 +136,12 @@ export function statusTooltip(status: ServerStatus): string {
     "Click to toggle inline completions.",
   ].join("\n");
 }
+
+/**
+ * The settings layer the toggle writes `enable` to: the workspace's where it sets one (it wins over
+ * the user's, so writing the user's would change nothing), else the user's. `inspect` is
+ * `WorkspaceConfiguration.inspect("enable")`.
+ */
+export function toggleTarget(inspect: { workspaceValue?: unknown } | undefined): "workspace" | "global" {
+  return inspect?.workspaceValue !== undefined ? "workspace" : "global";
+}

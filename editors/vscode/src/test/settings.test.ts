@@ -2,7 +2,7 @@
 import { strict as assert } from "node:assert";
 import { test } from "node:test";
 
-import { Getter, languages, serverLaunch, serverSettings, statusText, statusTooltip } from "../settings";
+import { Getter, languages, serverLaunch, serverSettings, statusText, statusTooltip, toggleTarget } from "../settings";
 
 function getter(values: Record<string, unknown>): Getter {
   return <T>(key: string, fallback: T) => (key in values ? (values[key] as T) : fallback);
@@ -75,4 +75,11 @@ test("the tooltip names the device, dtype and CPU threads", () => {
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "float32", int8Matmuls: true, threads: 1 }),
     /\(float32 with int8 matmuls, 1 CPU thread\)/);
   assert.match(statusTooltip({ state: "ready", device: "cuda:0", dtype: "bfloat16" }), /device: cuda:0 \(bfloat16\)/);
+});
+
+test("the toggle writes the layer whose value is in effect", () => {
+  assert.equal(toggleTarget(undefined), "global");
+  assert.equal(toggleTarget({}), "global");
+  assert.equal(toggleTarget({ workspaceValue: false }), "workspace");
+  assert.equal(toggleTarget({ workspaceValue: true }), "workspace");
 });
