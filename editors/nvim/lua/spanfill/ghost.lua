@@ -125,8 +125,11 @@ local function request(bufnr, client_id, kind, index)
   params.context = { triggerKind = kind }
   local tick = api.nvim_buf_get_changedtick(bufnr)
   local row, col = unpack(api.nvim_win_get_cursor(0))
+  local this -- the request's id: an older request's answer (a cancelled one's error) leaves the newer pending
   local ok, id = compat.request(client, METHOD, params, function(err, result)
-    pending = nil
+    if pending and pending.id == this then
+      pending = nil
+    end
     local stale = api.nvim_get_current_buf() ~= bufnr
       or api.nvim_buf_get_changedtick(bufnr) ~= tick
       or not vim.deep_equal(api.nvim_win_get_cursor(0), { row, col })
@@ -150,6 +153,7 @@ local function request(bufnr, client_id, kind, index)
     end
   end, bufnr)
   if ok and id then
+    this = id
     pending = { client = client, id = id }
   end
 end
