@@ -279,17 +279,16 @@ def test_keys_with_nothing_to_do_keep_the_users_own_mappings(mapped_editor):
     editor = mapped_editor
     before = attached(editor)["lines"]
     # The first line: the stand-in server suggests nothing there, so each key does what the user
-    # mapped it to (tests/e2e/nvim/init.lua), one key at a time (the buffer-editing callback runs
-    # just after its key).
+    # mapped it to (tests/e2e/nvim/init.lua), in the order typed.
     editor.send("<Esc>1GA")
     editor.wait(lambda: (s := editor.probe("state"))["mode"] == "i" and s["cursor"] == [0, len(before[0])], 10,
                 "insert mode at the end of the first line")
     typed = ""
     for key, marker in (("<Tab>", "[tab]"), ("<M-]>", "[next]"), ("<C-]>", "[dismiss]"), ("<M-Right>", "[word]")):
-        editor.send(key)
-        typed += marker
+        editor.send(key + "!")   # a key typed right after: the buffer-editing callback runs before it
+        typed += marker + "!"
         editor.wait(lambda: editor.probe("state")["lines"][0] == before[0] + typed, 10,
-                    f"{key} to do the user's mapping ({marker})")
+                    f"{key} to do the user's mapping ({marker}) before the next key")
     assert editor.probe("state")["lines"][1:] == before[1:]
     # Where a suggestion is shown, <Tab> still accepts it.
     editor.send(f"<Esc>{ROW + 1}GA")

@@ -22,7 +22,7 @@ if vim.env.SPANFILL_USER_MAPS == "1" then
   vim.keymap.set("i", "<C-]>", function()
     vim.api.nvim_put({ "[dismiss]" }, "c", false, true)
   end)
-  vim.cmd([[inoremap <expr> <M-Right> "[" .. "word]"]])
+  vim.cmd([[inoremap <expr> <M-Right> "[" .. "word]\<Left>\<Right>"]])
 end
 
 local spanfill = require("spanfill")

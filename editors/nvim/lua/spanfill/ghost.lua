@@ -127,7 +127,7 @@ local function request(bufnr, client_id, kind, index)
   local row, col = unpack(api.nvim_win_get_cursor(0))
   local this -- the request's id: an older request's answer (a cancelled one's error) leaves the newer pending
   local ok, id = compat.request(client, METHOD, params, function(err, result)
-    if pending and pending.id == this then
+    if pending and pending.client == client and pending.id == this then
       pending = nil
     end
     local stale = api.nvim_get_current_buf() ~= bufnr

@@ -213,7 +213,7 @@ end
 --- Show the next (count 1) or previous (-1) candidate; false when no suggestion is on screen.
 local function native_select(count)
   local ns = vim.api.nvim_get_namespaces()[NATIVE_NAMESPACE]
-  if not ns or #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { limit = 1 }) == 0 then
+  if ns and #vim.api.nvim_buf_get_extmarks(0, ns, 0, -1, { limit = 1 }) == 0 then
     return false
   end
   vim.lsp.inline_completion.select({ count = count })
@@ -263,10 +263,18 @@ local function previous_mapping(bufnr, lhs)
   return previous[bufnr][lhs]
 end
 
+--- Callbacks of earlier mappings that are not <expr>, by number: `<Cmd>` runs them in key order.
+local callbacks = {}
+
+--- Run earlier mapping `n`'s callback (the keys fall_back returns call it).
+function M._fall_back(n)
+  callbacks[n]()
+end
+
 --- The keys an <expr> mapping of `lhs` returns to do what `mapping` (maparg's dictionary, or false:
 --- the key itself) does. A callback that is not <expr> may change the buffer, which an <expr>
---- mapping may not: it runs just after. Keys of a recursive mapping are fed to be mapped again,
---- unless they hold `lhs` itself (that would come back here).
+--- mapping may not: `<Cmd>` runs it next, before any key typed after. Keys of a recursive mapping
+--- are fed to be mapped again, unless they hold `lhs` itself (that would come back here).
 local function fall_back(lhs, mapping)
   if not mapping then
     return vim.keycode(lhs)
@@ -274,16 +282,18 @@ local function fall_back(lhs, mapping)
   local keys
   if mapping.callback then
     if mapping.expr ~= 1 then
-      vim.schedule(mapping.callback)
-      return ""
+      callbacks[#callbacks + 1] = mapping.callback
+      return vim.keycode(("<Cmd>lua require('spanfill')._fall_back(%d)<CR>"):format(#callbacks))
     end
     keys = mapping.callback() or ""
     if mapping.replace_keycodes == 1 then
       keys = vim.keycode(keys)
     end
   else
-    local rhs = (mapping.rhs or ""):gsub("<[Ss][Ii][Dd]>", ("<SNR>%d_"):format(mapping.sid or 0))
-    keys = vim.keycode(mapping.expr == 1 and vim.api.nvim_eval(rhs) or rhs)
+    -- as Vim reads a mapping: key notation in the rhs replaced, then an <expr> one evaluated (its
+    -- value is keys as they are)
+    local rhs = vim.keycode((mapping.rhs or ""):gsub("<[Ss][Ii][Dd]>", ("<SNR>%d_"):format(mapping.sid or 0)))
+    keys = mapping.expr == 1 and vim.api.nvim_eval(rhs) or rhs
   end
   if mapping.noremap ~= 1 and not keys:find(vim.keycode(lhs), 1, true) then
     vim.api.nvim_feedkeys(keys, "im", false)
