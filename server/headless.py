@@ -7,16 +7,19 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
 LOAD_TIMEOUT_S = 300
+LOG_MESSAGES = 100
 
 
 def make_client(name: str) -> LanguageClient:
-    """A client that accepts the server's progress tokens and prints its progress and messages."""
+    """A client that accepts the server's progress tokens and prints its progress and messages
+    (window/showMessage); its log records (window/logMessage) are kept in `client.log_messages`."""
     client = LanguageClient(name, "0.1.0")
 
     @client.feature(types.WINDOW_WORK_DONE_PROGRESS_CREATE)
@@ -31,6 +34,14 @@ def make_client(name: str) -> LanguageClient:
     @client.feature(types.WINDOW_SHOW_MESSAGE)
     def show_message(params):
         print(f"  server says: {params.message}")
+
+    # the server's warnings (slow engine calls, ...), the last LOG_MESSAGES kept, not printed: its
+    # --log-file holds them all
+    client.log_messages = deque(maxlen=LOG_MESSAGES)
+
+    @client.feature(types.WINDOW_LOG_MESSAGE)
+    def log_message(params):
+        client.log_messages.append(params.message)
 
     return client
 

@@ -1,8 +1,12 @@
 """`make run` runs `spanfill demo`: a headless session that types into examples/inventory.py."""
+import asyncio
 import subprocess
 import sys
 
+from lsprotocol import types
+
 from lsp_helpers import CONFIG
+from spanfill.server.headless import make_client, start, stop
 
 
 def test_demo_prints_completions_with_latencies(e2e_model):
@@ -33,3 +37,23 @@ def test_demo_answers_at_once_then_again_with_the_compiled_steps(tiny_model):
     again = out.index("the same again with the compiled steps")
     assert building < first < again < out.index("restock(), empty body line", again)
     assert out.count("typed '('") == 2
+
+
+async def test_the_headless_client_keeps_the_servers_log_messages(tiny_model, tmp_path, caplog):
+    """The server's warnings reach the client as window/logMessage: kept, not pygls's 'Ignoring
+    notification for unknown method' on the demo's stderr."""
+    client = make_client("test")
+    st = await start(client, tmp_path / "server.log", model=str(tiny_model), device="cpu")
+    try:
+        assert st.state == "ready", st
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri="file:///not/open.py", version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text="x = 1\n")]))
+        for _ in range(100):
+            if any("not open" in m for m in client.log_messages):
+                break
+            await asyncio.sleep(0.05)
+        assert any("file:///not/open.py" in m and "not open" in m for m in client.log_messages), list(client.log_messages)
+        assert "Ignoring notification" not in caplog.text
+    finally:
+        await stop(client)
