@@ -246,9 +246,13 @@ local actions = {
 
 local DESC = "spanfill: "
 
+--- Callbacks of earlier mappings that are not <expr>, by number: `<Cmd>` runs them in key order.
+local callbacks = {}
+
 --- Per buffer and key, the insert-mode mapping the key had before spanfill's (buffer-local or
---- global; maparg's dictionary), or false for none: what the key does when spanfill has nothing to
---- do with it. Kept across re-attaches, whose maparg would find spanfill's own mapping.
+--- global; maparg's dictionary, a callback that is not <expr> numbered in `callbacks` as
+--- `callback_index`), or false for none: what the key does when spanfill has nothing to do with it.
+--- Kept across re-attaches, whose maparg would find spanfill's own mapping.
 local previous = {}
 
 local function previous_mapping(bufnr, lhs)
@@ -258,13 +262,14 @@ local function previous_mapping(bufnr, lhs)
       return vim.fn.maparg(lhs, "i", false, true)
     end)
     local ours = vim.tbl_isempty(found) or vim.startswith(found.desc or "", DESC)
+    if not ours and found.callback and found.expr ~= 1 then
+      callbacks[#callbacks + 1] = found.callback
+      found.callback_index = #callbacks
+    end
     previous[bufnr][lhs] = not ours and found
   end
   return previous[bufnr][lhs]
 end
-
---- Callbacks of earlier mappings that are not <expr>, by number: `<Cmd>` runs them in key order.
-local callbacks = {}
 
 --- Run earlier mapping `n`'s callback (the keys fall_back returns call it).
 function M._fall_back(n)
@@ -282,8 +287,7 @@ local function fall_back(lhs, mapping)
   local keys
   if mapping.callback then
     if mapping.expr ~= 1 then
-      callbacks[#callbacks + 1] = mapping.callback
-      return vim.keycode(("<Cmd>lua require('spanfill')._fall_back(%d)<CR>"):format(#callbacks))
+      return vim.keycode(("<Cmd>lua require('spanfill')._fall_back(%d)<CR>"):format(mapping.callback_index))
     end
     keys = mapping.callback() or ""
     if mapping.replace_keycodes == 1 then
