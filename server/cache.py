@@ -17,6 +17,7 @@ class Suggestion:
     prefix: str                 # prefix window the model saw (ends at that cursor)
     suffix: str                 # suffix window the model saw (starts at that cursor)
     texts: tuple[str, ...]      # editor-ready candidates, best first
+    asked: int = 1              # candidates the engine was asked for (fewer texts where some were alike)
 
 
 class TypingCache:
@@ -32,11 +33,13 @@ class TypingCache:
     def forget(self, uri: str) -> None:
         self._last.pop(uri, None)
 
-    def lookup(self, uri: str, text: str, offset: int) -> list[str] | None:
+    def lookup(self, uri: str, text: str, offset: int, wanted: int = 1) -> list[str] | None:
         """The remaining candidates at `offset` in `text`, or None on a miss. An empty list is a
-        hit too: the user has typed a whole suggestion, and there is nothing left to propose."""
+        hit too: the user has typed a whole suggestion, and there is nothing left to propose. A
+        request that wants several candidates (an invocation) misses where the engine was asked for
+        fewer, or where nothing is left: the user asked for suggestions."""
         s = self._last.get(uri)
-        if s is None:
+        if s is None or s.asked < wanted:
             return None
         typed_len = offset - s.offset
         if typed_len < 0 or len(text) - offset != s.tail_len:
@@ -47,4 +50,5 @@ class TypingCache:
         rest = [t[typed_len:] for t in s.texts if t.startswith(typed)]
         if not rest:
             return None
-        return [r for r in rest if r.strip()]
+        left = [r for r in rest if r.strip()]
+        return left if left or wanted == 1 else None

@@ -174,7 +174,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         return None
     texts = [t.replace("\n", at.doc.eol) for t in _unique(shown.text(raw) for raw in result.texts)]
     if _still_open(session, at):   # as the text was when the context was built: a later request may type through it
-        session.cache.store(query.uri, Suggestion(at.offset, at.tail, ctx.prefix, ctx.suffix, tuple(texts)))
+        session.cache.store(query.uri, Suggestion(at.offset, at.tail, ctx.prefix, ctx.suffix, tuple(texts),
+                                                  query.candidates))
     if ticket.cancelled() or not _unchanged(session, at):   # a newer request took over, or the text moved
         stats.superseded += 1
         return None
@@ -204,7 +205,7 @@ async def _suggest(session: Session, query: Query) -> Answer | None:
         return None
     ticket = session.scheduler.begin(query.uri)
     try:
-        texts = session.cache.lookup(query.uri, at.view.text, at.offset)
+        texts = session.cache.lookup(query.uri, at.view.text, at.offset, query.candidates)
         from_cache = texts is not None
         if from_cache:
             stats.cache_hits += 1

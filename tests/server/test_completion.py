@@ -197,6 +197,22 @@ async def test_typing_through_a_suggestion_is_served_from_the_cache(setup):
     assert len(engine.calls) == 2
 
 
+async def test_an_invoked_request_asks_the_engine_where_the_cache_holds_fewer_candidates(make_session):
+    """An automatic request keeps one candidate: invoking at that cursor (or after typing the whole
+    suggestion, where the cache has nothing left) asks the engine for the several an invocation wants."""
+    session, engine = make_session(texts=("return a + b", "return b + a"))
+    await suggest(session, query())
+    invoked = await suggest(session, query(candidates=3))
+    assert not invoked.from_cache and invoked.texts == ["return a + b", "return b + a"]
+    assert len(engine.calls) == 2 and engine.calls[1].n == 3
+    assert (await suggest(session, query(candidates=3))).from_cache    # now it holds them all
+    for i, ch in enumerate("return a + b"):
+        type_text(session, types.Position(4, 4 + i), ch, version=2 + i)
+    end = types.Position(4, 16)
+    assert (await suggest(session, query(end))).texts == [] and len(engine.calls) == 2   # typed in full: nothing left
+    assert not (await suggest(session, query(end, candidates=3))).from_cache and len(engine.calls) == 3
+
+
 async def test_selected_popup_entry_is_extended(make_session):
     session, engine = make_session(texts=(".floor(a + b)",))
     type_text(session, CURSOR, "ma", version=2)
