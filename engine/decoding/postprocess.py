@@ -148,7 +148,8 @@ def keep_block_indentation(text: str, cur: Cursor) -> str:
     completion at the first line that dedents out of the cursor's block; then use the
     document's tabs-or-spaces style."""
     lines = _block_lines(text, cur)
-    return "\n".join(match_indent_style(line, cur) for line in lines[:_block_end(lines, cur)])
+    tabs = uses_tabs(cur)
+    return "\n".join(match_indent_style(line, tabs) for line in lines[:_block_end(lines, cur)])
 
 
 def leaves_block(text: str, cur: Cursor) -> bool:
@@ -182,17 +183,22 @@ def _block_end(lines: list[str], cur: Cursor) -> int:
 
 
 def uses_tabs(cur: Cursor) -> bool:
-    for line in reversed(cur.before.split("\n")):
-        if line[:1] in ("\t", " "):
-            return line[0] == "\t"
-    return False
+    """Whether the code around the cursor (both windows) indents with tabs: most of its indented lines
+    start with one. A line under a `/*` comment (` * text`, ` */`) is aligned, not indented."""
+    tabs = spaces = 0
+    for line in (cur.before + cur.after).split("\n"):
+        if line[:1] == "\t":
+            tabs += 1
+        elif line[:1] == " " and line.strip() and not line.lstrip().startswith("*"):
+            spaces += 1
+    return tabs > spaces
 
 
-def match_indent_style(line: str, cur: Cursor) -> str:
+def match_indent_style(line: str, tabs: bool) -> str:
     lead = indent_of(line)
     if not lead:
         return line
-    if uses_tabs(cur):
+    if tabs:
         tabs, spaces = divmod(width(lead), INDENT_UNIT)
         return "\t" * tabs + " " * spaces + line[len(lead):]
     return lead.expandtabs(INDENT_UNIT) + line[len(lead):]

@@ -147,6 +147,14 @@ def test_tab_indented_documents_get_tabs():
     assert finish("\n        run()\n    }", cur) == "\n\t\trun()\n\t}"
 
 
+def test_the_indent_style_is_the_one_most_lines_around_the_cursor_use():
+    # only the suffix window shows the file's tabs; a comment's aligned ` */` above the cursor is not indentation
+    assert finish("\n    return 2", at("def f():|\n\tx = 1\n"), python=True) == "\n\treturn 2"
+    cur = at("/**\n * Doc.\n */\nvoid f(void) {|\n\tg();\n}\n")
+    assert finish("\n    h();", cur) == "\n\th();"
+    assert finish("\n\treturn 2", at("def f():|\n    x = 1\n    y = 2\n"), python=True) == "\n    return 2"
+
+
 # -- rejection -----------------------------------------------------------------------------
 def test_whitespace_only_yields_nothing():
     assert finish("   \n  ", at("def f():\n    |\n")) is None
