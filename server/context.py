@@ -141,5 +141,5 @@ class ContextBuilder:
             start = other.line_start(max(0, other.line_of(other.last_edit) - SNIPPET_LEAD_LINES))
             text = other.text[start:start + self.snippet_tokens * CHARS_PER_TOKEN]
             if text.strip():
-                snippets.append(Snippet(snippet_path(other.uri), text))
+                snippets.append(Snippet(snippet_path(other.uri), to_lf(text)))     # as the model was trained
         return snippets

@@ -112,6 +112,11 @@ def test_snippets_come_from_other_documents_most_recent_first(builder):
     assert ctx.snippets[0].text.startswith("def slugify")
 
 
+def test_snippets_from_a_crlf_document_reach_the_model_with_lf(builder):
+    other = Document("file:///work/app/win.py", "python", 1, "def f():\r\n    return 1\r\n")
+    assert builder.build(document("x = 1\n"), 0, [other]).snippets[0].text == "def f():\n    return 1\n"
+
+
 def test_snippet_starts_near_the_last_edit(builder):
     long_text = "".join(f"line_{i} = {i}\n" for i in range(200))
     other = Document("file:///w/other.py", "python", 1, long_text, last_edit=long_text.index("line_150"))
