@@ -72,12 +72,16 @@ class Document:
 
     @property
     def eol(self) -> str:
-        """The document's line ending (its first line break), "\\n" for a one-line document."""
+        """The document's line ending: the most common of its line breaks (on a tie the first one),
+        "\\n" for a one-line document."""
         starts = self.line_starts
         if len(starts) < 2:
             return "\n"
         brk = self.text[max(0, starts[1] - 2):starts[1]]
-        return "\r\n" if brk == "\r\n" else brk[-1]
+        first = "\r\n" if brk == "\r\n" else brk[-1]
+        crlf = self.text.count("\r\n")
+        counts = {"\r\n": crlf, "\n": self.text.count("\n") - crlf, "\r": self.text.count("\r") - crlf}
+        return max(counts, key=lambda b: (counts[b], b == first))
 
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.line_starts, offset) - 1

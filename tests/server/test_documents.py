@@ -47,6 +47,13 @@ def test_crlf_and_lone_cr_end_lines_but_form_feed_does_not():
     assert d.offset_at(P(0, 99), UTF16) == 5
 
 
+def test_the_line_ending_is_the_one_most_lines_end_with():
+    assert doc("a = 1\rb = 2\nc = 3\nd = 4\n").eol == "\n"             # a stray CR on the first line
+    assert doc("a = 1\r\nb = 2\nc = 3\r\n").eol == "\r\n"
+    assert doc("a = 1\r\nb = 2\n").eol == "\r\n" and doc("a = 1\nb = 2\r\n").eol == "\n"   # a tie: the first
+    assert doc("a = 1").eol == "\n" and doc("a = 1\rb\r").eol == "\r"
+
+
 def test_line_past_the_end_is_an_error_unless_clamped():
     d = doc("x = 1\n")
     with pytest.raises(PositionError, match="line 5 is out of range"):
