@@ -63,6 +63,7 @@ class Document:
     edited_at: float = field(default_factory=time.monotonic)
     last_edit: int = 0                      # offset just after the most recent edit
     _starts: list[int] | None = field(default=None, repr=False)
+    _eol: str | None = field(default=None, repr=False)      # eol, counted once per version of the text
 
     @property
     def line_starts(self) -> list[int]:
@@ -74,14 +75,16 @@ class Document:
     def eol(self) -> str:
         """The document's line ending: the most common of its line breaks (on a tie the first one),
         "\\n" for a one-line document."""
-        starts = self.line_starts
-        if len(starts) < 2:
-            return "\n"
-        brk = self.text[max(0, starts[1] - 2):starts[1]]
-        first = "\r\n" if brk == "\r\n" else brk[-1]
-        crlf = self.text.count("\r\n")
-        counts = {"\r\n": crlf, "\n": self.text.count("\n") - crlf, "\r": self.text.count("\r") - crlf}
-        return max(counts, key=lambda b: (counts[b], b == first))
+        if self._eol is None:
+            starts = self.line_starts
+            if len(starts) < 2:
+                return "\n"
+            brk = self.text[max(0, starts[1] - 2):starts[1]]
+            first = "\r\n" if brk == "\r\n" else brk[-1]
+            crlf = self.text.count("\r\n")
+            counts = {"\r\n": crlf, "\n": self.text.count("\n") - crlf, "\r": self.text.count("\r") - crlf}
+            self._eol = max(counts, key=lambda b: (counts[b], b == first))
+        return self._eol
 
     def line_of(self, offset: int) -> int:
         return bisect.bisect_right(self.line_starts, offset) - 1
@@ -123,6 +126,7 @@ class Document:
             self.text = change.text
             self.last_edit = len(change.text)
             self._starts = None
+        self._eol = None
         self.edited_at = time.monotonic()
 
     def _splice_starts(self, start: int, end: int, inserted: int) -> None:

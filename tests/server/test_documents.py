@@ -52,6 +52,10 @@ def test_the_line_ending_is_the_one_most_lines_end_with():
     assert doc("a = 1\r\nb = 2\nc = 3\r\n").eol == "\r\n"
     assert doc("a = 1\r\nb = 2\n").eol == "\r\n" and doc("a = 1\nb = 2\r\n").eol == "\n"   # a tie: the first
     assert doc("a = 1").eol == "\n" and doc("a = 1\rb\r").eol == "\r"
+    d = doc("a = 1\r\nb = 2\r\n")
+    assert d.eol == "\r\n"
+    d.apply_change(types.TextDocumentContentChangeWholeDocument("a = 1\nb = 2\n"), UTF16)
+    assert d.eol == "\n"                                                    # counted again after an edit
 
 
 def test_line_past_the_end_is_an_error_unless_clamped():
