@@ -15,6 +15,8 @@ got no response at all, and a client waits for it forever. Here:
   a request after `shutdown`            InvalidRequest (LSP)
   a notification's method with an id   InvalidRequest (`exit` excepted: it exits)
   a notification with invalid params    logged and dropped
+  a string, integer or boolean field    invalid when the JSON holds another type (cattrs would make
+  holding another type                  `"text": null` the text "None", `"line": "3"` line 3)
   a reply to our request that does not deserialize   fails the request waiting for it
 
 Cancellation stays pygls's: `$/cancelRequest` cancels the handler's task, which answers
@@ -62,6 +64,19 @@ def is_notification(method: Any) -> bool:
     return entry is not None and entry[1] is None
 
 
+JSON_TYPES = {type(None): "null", bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+              list: "an array", dict: "an object"}
+
+
+def strict(kind: type):
+    """A cattrs structure hook that takes `kind` as it is in JSON, and raises for any other type."""
+    def structure(value, _):
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TypeError(f"should be {JSON_TYPES[kind]}, but was {JSON_TYPES.get(type(value), 'another type')}")
+        return value
+    return structure
+
+
 class FutureTable(dict):
     """pygls's table of handler futures, whose `items()` is a snapshot: pygls's shutdown cancels
     every future while iterating over the table, and a cancelled future's done callback
@@ -97,6 +112,8 @@ class SpanfillProtocol(LanguageServerProtocol):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._request_futures = FutureTable(self._request_futures)
+        for kind in (str, int, bool):
+            self._converter.register_structure_hook(kind, strict(kind))
         self._initialize_seen = False
 
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):

@@ -79,3 +79,33 @@ def test_spanfill_document_with_a_uri_that_is_no_string_is_invalid_params(monkey
     plain = [m if isinstance(m, dict) else server.protocol._converter.unstructure(m) for m in sent]
     codes = [(m["id"], m["error"]["code"] if "error" in m else "result") for m in plain]
     assert codes == [(0, -32602), (1, -32602), (2, -32602), (9, "result")], codes
+
+
+async def test_a_field_of_the_wrong_json_type_is_invalid_not_converted(monkeypatch):
+    """cattrs turns anything into a str or int field's type: a didOpen with "text": null opened the
+    document "None", a didChange with "text": 5 typed "5", a line "3" was line 3."""
+    from spanfill.server.lsp import server               # the one with the features registered
+    monkeypatch.setattr(server.protocol, "_initialize_seen", True)
+    sent = []
+    monkeypatch.setattr(server.protocol, "_send_data", sent.append)
+    uri = "file:///w/typed.py"
+    item = {"uri": uri, "languageId": "python", "version": 1, "text": "x = 1\n"}
+    try:
+        for text in (None, 5, ["x"]):
+            deliver(server, {"jsonrpc": "2.0", "method": "textDocument/didOpen",
+                             "params": {"textDocument": {**item, "text": text}}})
+        assert server.session.documents.get(uri) is None         # logged and dropped
+        deliver(server, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
+        change = {"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "text": 5}
+        deliver(server, {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": 2}, "contentChanges": [change]}})
+        await asyncio.sleep(0.05)                  # a generator handler's steps run on the loop
+        assert server.session.documents.get(uri).text == "x = 1\n"
+        deliver(server, {"jsonrpc": "2.0", "id": 9, "method": "textDocument/inlineCompletion", "params": {
+            "textDocument": {"uri": uri}, "position": {"line": "0", "character": True},
+            "context": {"triggerKind": 1}}})
+        plain = [m if isinstance(m, dict) else server.protocol._converter.unstructure(m) for m in sent]
+        assert [(m["id"], m["error"]["code"]) for m in plain] == [(9, -32602)]
+        assert "should be an integer, but was a string" in plain[0]["error"]["message"]
+    finally:
+        server.session.forget(uri)
