@@ -18,6 +18,7 @@ class Suggestion:
     suffix: str                 # suffix window the model saw (starts at that cursor)
     texts: tuple[str, ...]      # editor-ready candidates, best first
     asked: int = 1              # candidates the engine was asked for (fewer texts where some were alike)
+    source: tuple = ()          # what answered: the engine in service and the settings (completion.py)
 
 
 class TypingCache:
@@ -33,13 +34,14 @@ class TypingCache:
     def forget(self, uri: str) -> None:
         self._last.pop(uri, None)
 
-    def lookup(self, uri: str, text: str, offset: int, wanted: int = 1) -> list[str] | None:
+    def lookup(self, uri: str, text: str, offset: int, wanted: int = 1, source: tuple = ()) -> list[str] | None:
         """The remaining candidates at `offset` in `text`, or None on a miss. An empty list is a
         hit too: the user has typed a whole suggestion, and there is nothing left to propose. A
         request that wants several candidates (an invocation) misses where the engine was asked for
-        fewer, or where nothing is left: the user asked for suggestions."""
+        fewer, or where nothing is left: the user asked for suggestions. A suggestion from another
+        `source` (another model, other settings) misses."""
         s = self._last.get(uri)
-        if s is None or s.asked < wanted:
+        if s is None or s.asked < wanted or s.source != source:
             return None
         typed_len = offset - s.offset
         if typed_len < 0 or len(text) - offset != s.tail_len:

@@ -129,6 +129,11 @@ def _cursor(ctx: Context, at: _Located) -> Cursor:
     return Cursor(ctx.prefix, ctx.suffix, at.view.text[:start] if known else "")
 
 
+def _source(session: Session) -> tuple:
+    """What an answer comes from: the engine in service and the settings it decoded with."""
+    return session.scheduler.generation, session.settings.decoding_key
+
+
 async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Located) -> list[str] | None:
     """Debounce, build the context, run the engine, post-process; None when superseded or refused."""
     stats = session.stats
@@ -145,6 +150,7 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     if not _unchanged(session, at):
         stats.superseded += 1
         return None
+    source = _source(session)
     t0 = time.perf_counter()
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
     window_ms = (time.perf_counter() - t0) * 1e3
@@ -175,7 +181,7 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     texts = [t.replace("\n", at.doc.eol) for t in _unique(shown.text(raw) for raw in result.texts)]
     if _still_open(session, at):   # as the text was when the context was built: a later request may type through it
         session.cache.store(query.uri, Suggestion(at.offset, at.tail, ctx.prefix, ctx.suffix, tuple(texts),
-                                                  query.candidates))
+                                                  query.candidates, source))
     if ticket.cancelled() or not _unchanged(session, at):   # a newer request took over, or the text moved
         stats.superseded += 1
         return None
@@ -205,7 +211,7 @@ async def _suggest(session: Session, query: Query) -> Answer | None:
         return None
     ticket = session.scheduler.begin(query.uri)
     try:
-        texts = session.cache.lookup(query.uri, at.view.text, at.offset, query.candidates)
+        texts = session.cache.lookup(query.uri, at.view.text, at.offset, query.candidates, _source(session))
         from_cache = texts is not None
         if from_cache:
             stats.cache_hits += 1

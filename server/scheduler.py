@@ -65,6 +65,7 @@ class Scheduler:
         self._loaded_with: LoadArgs | None = None
         self._broken: Engine | None = None   # the engine that last raised, set on the worker
         self.engine: Engine | None = None
+        self.generation = 0               # engines put in service so far: what a cached answer came from
         self.state = "idle"               # idle -> loading -> ready | failed
         self.error: str | None = None     # why the last load (or the last engine) failed
         self.failures = 0                 # engines that raised while completing
@@ -100,6 +101,7 @@ class Scheduler:
         if self._loading is not asyncio.current_task():
             raise LoadSuperseded("a newer load took over; this one's engine is not served")
         self.engine, self.state, self.error, self._loaded_with = engine, "ready", None, args
+        self.generation += 1
         return engine
 
     def _recover(self, engine: Engine, err: Exception) -> None:

@@ -45,6 +45,13 @@ class Settings:
         return bool(self.enable.get(language_id, self.enable.get("*", True)))
 
     @property
+    def decoding_key(self) -> tuple:
+        """The settings that make the engine answer differently (a typing-through answer from before
+        they changed is not served)."""
+        return (self.span_length, self.steps, self.rule, self.threshold, self.check, self.max_context_tokens,
+                self.snippet_files)
+
+    @property
     def engine_key(self) -> tuple[str | None, str, str, int | None]:
         """The settings that need the model reloaded when they change (compiled steps bake in the
         thread count)."""

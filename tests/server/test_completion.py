@@ -213,6 +213,22 @@ async def test_an_invoked_request_asks_the_engine_where_the_cache_holds_fewer_ca
     assert not (await suggest(session, query(end, candidates=3))).from_cache and len(engine.calls) == 3
 
 
+async def test_a_suggestion_from_another_model_or_other_decoding_settings_is_not_served_again(make_session, tok):
+    session, engine = make_session()
+    await suggest(session, query())
+    assert (await suggest(session, query())).from_cache
+    session.settings = dataclasses.replace(session.settings, steps=8)
+    assert not (await suggest(session, query())).from_cache and engine.calls[-1].steps == 8
+    assert (await suggest(session, query())).from_cache
+    session.settings = dataclasses.replace(session.settings, candidates=2)     # no change to what is decoded
+    assert (await suggest(session, query())).from_cache
+    new = FakeEngine(tok, texts=("return b",))
+    session.scheduler.engine = new
+    session.scheduler.generation += 1                                       # as a load puts it in service
+    answer = await suggest(session, query())
+    assert not answer.from_cache and answer.texts == ["return b"] and len(new.calls) == 1
+
+
 async def test_selected_popup_entry_is_extended(make_session):
     session, engine = make_session(texts=(".floor(a + b)",))
     type_text(session, CURSOR, "ma", version=2)

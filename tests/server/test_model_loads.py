@@ -35,7 +35,7 @@ async def test_a_load_overtaken_by_a_failing_one_leaves_the_serving_model_and_it
     try:
         server.session.settings = dataclasses.replace(server.session.settings, model="A")
         await server.load_engine()
-        assert server.session.scheduler.engine is engines["A"]
+        assert server.session.scheduler.engine is engines["A"] and server.session.scheduler.generation == 1
         loads = []
         for name in ("B", "C"):
             server.session.settings = dataclasses.replace(server.session.settings, model=name)
@@ -44,7 +44,7 @@ async def test_a_load_overtaken_by_a_failing_one_leaves_the_serving_model_and_it
         b_may_finish.set()
         await asyncio.gather(*loads)
         scheduler = server.session.scheduler
-        assert scheduler.engine is engines["A"] and scheduler.state == "ready"
+        assert scheduler.engine is engines["A"] and scheduler.state == "ready" and scheduler.generation == 1
         assert server.session.settings.model == "A"          # what serves, not B (never installed)
         assert [m.type for m in shown] == [types.MessageType.Error] and "C: no such model" in shown[0].message
         assert server.session.status()["model"] == engines["A"].info["model"]
