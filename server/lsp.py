@@ -67,7 +67,9 @@ class SpanfillServer(LanguageServer):
         logging.getLogger("spanfill").addHandler(self.client_log)    # a no-op when it is there already
 
     def shutdown(self) -> None:
+        """The connection has ended (`exit`, or the client went away without one): no more engine work."""
         logging.getLogger("spanfill").removeHandler(self.client_log)
+        self.session.scheduler.close()
         super().shutdown()
 
     def report_engine_failure(self, message: str) -> None:

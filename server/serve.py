@@ -84,5 +84,9 @@ def main(argv: list[str]) -> int:
     if args.tcp:
         server.start_tcp(args.host, args.port)
     else:
-        server.start_io(sys.stdin.buffer, protocol_stdout())
-    return server.exit_code
+        server.start_io(sys.stdin.buffer, protocol_stdout())     # pygls flushes and closes it as it ends
+    # the engine's worker may be inside a model load (or a stuck call), which Python would wait for at
+    # exit: the editor asked the server to go, so it goes now
+    logging.shutdown()
+    sys.stderr.flush()
+    os._exit(server.exit_code)

@@ -73,3 +73,28 @@ def test_exit_before_shutdown_exits_with_1_and_after_it_with_0():
                            ([initialize, {"id": 2, "method": "shutdown"}, {"method": "exit"}], 0)):
         proc = subprocess.run(SERVE, input=framed(*messages), capture_output=True, timeout=120)
         assert proc.returncode == code, proc.stderr[-2000:]
+
+
+EXIT_WHILE_LOADING = """
+import sys, threading
+from spanfill.server.lsp import server
+from spanfill.server.scheduler import Scheduler
+from spanfill.server import serve
+stuck = threading.Event()
+def loader(path, **kw):
+    stuck.wait()                   # a model load that never ends
+server.session.scheduler = Scheduler(loader=loader)
+serve.main([])
+"""
+
+
+def test_the_server_exits_while_its_worker_is_stuck_in_a_model_load():
+    """`exit` ends the process even while the engine's worker thread is busy (Python waited for the
+    worker at exit: for a model load that takes minutes, or one that hangs, the server lingered)."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    for messages, code in (([initialize, {"method": "initialized", "params": {}}, {"id": 2, "method": "shutdown"},
+                             {"method": "exit"}], 0),
+                           ([initialize, {"method": "initialized", "params": {}}], 0)):   # stdin closes: gone
+        proc = subprocess.run([sys.executable, "-c", EXIT_WHILE_LOADING], input=framed(*messages),
+                              capture_output=True, timeout=60, env=CONFIG.server_env)
+        assert proc.returncode == code, proc.stderr[-2000:]
