@@ -154,6 +154,11 @@ class Scheduler:
         ticket = self._latest[uri] = Ticket(uri)
         return ticket
 
+    def cancel(self, uri: str) -> None:
+        """Stop the document's request (it is closed): between steps if it is running."""
+        if (ticket := self._latest.get(uri)) is not None:
+            ticket.flag.set()
+
     def end(self, ticket: Ticket) -> None:
         if self._latest.get(ticket.uri) is ticket:
             del self._latest[ticket.uri]

@@ -62,6 +62,7 @@ class Session:
         return self._builder[2]
 
     def forget(self, uri: str) -> None:
+        self.scheduler.cancel(uri)
         self.documents.close(uri)
         self.cache.forget(uri)
         if self._builder is not None:

@@ -294,7 +294,7 @@ async def test_a_document_closed_while_its_request_runs_keeps_no_state(make_sess
     await asyncio.to_thread(engine.held.wait)
     session.forget(URI)
     engine.release.set()
-    await running
+    assert await running is None and engine.stopped_at == [2]     # stopped: nobody waits for its answer
     session.documents.open(types.TextDocumentItem(URI, "python", 1, SOURCE))
     session.settings = Settings(debounce_ms=100)
     debounced = asyncio.create_task(suggest(session, query(debounce=True)))
