@@ -60,6 +60,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "BatchStream": ".training.objective",
     "ExampleStream": ".training.samples",
     "autocast_dtype": ".core.device",
+    "set_threads": ".core.device",
     "FAMILY_SHAPES": ".families.shapes:SHAPES",
     "random_family_engine": ".families.shapes",
     "SAMPLE_PREFIX": ".testing",

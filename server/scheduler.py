@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
-from spanfill.engine import CancelledError, CompletionRequest, CompletionResult, Engine
+from spanfill.engine import CancelledError, CompletionRequest, CompletionResult, Engine, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +97,20 @@ class Scheduler:
                 raise LoadSuperseded(f"a newer load took over (this one failed: {err})") from err
             self.error = str(err)
             self.state = "ready" if self.engine else "failed"
+            self._restore_threads()
             raise
         if self._loading is not asyncio.current_task():
             raise LoadSuperseded("a newer load took over; this one's engine is not served")
         self.engine, self.state, self.error, self._loaded_with = engine, "ready", None, args
         self.generation += 1
         return engine
+
+    def _restore_threads(self) -> None:
+        """After a failed load (which may have set its own thread count, process-wide, before it
+        failed), the serving engine's count again, on the worker whose threads run the steps."""
+        threads = getattr(self.engine, "threads", None)
+        if threads is not None:
+            self._worker.submit(set_threads, threads)
 
     def _recover(self, engine: Engine, err: Exception) -> None:
         """Take a failed engine out of service and load its model again (once per failed engine)."""

@@ -4,6 +4,7 @@ import asyncio
 import dataclasses
 import threading
 
+import pytest
 from lsprotocol import types
 
 from spanfill.engine import Tokenizer
@@ -144,3 +145,29 @@ async def test_a_failed_load_leaves_settings_that_changed_to_another_model_meanw
         assert server.session.scheduler.engine is engines["D"] and server.session.settings.model == "D"
     finally:
         server.session.scheduler.close()
+
+
+async def test_a_failed_load_gives_the_serving_engine_its_thread_count_back(tiny_model):
+    """A load sets its thread count process-wide before its model is ready: one that failed after
+    that left the engine that kept serving on the failed load's threads."""
+    import torch
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    serving = FakeEngine(tok)
+
+    def loader(path, **kw):
+        if path == "B":
+            torch.set_num_threads(kw["threads"])
+            raise RuntimeError("B: out of memory while warming up")
+        serving.threads = torch.get_num_threads()
+        return serving
+
+    scheduler = Scheduler(loader=loader)
+    loop = asyncio.get_running_loop()
+    try:
+        await scheduler.load("A", "cpu", "auto")
+        with pytest.raises(RuntimeError, match="out of memory"):
+            await scheduler.load("B", "cpu", "auto", threads=serving.threads + 1)
+        assert scheduler.engine is serving
+        assert await loop.run_in_executor(scheduler._worker, torch.get_num_threads) == serving.threads
+    finally:
+        scheduler.close()
