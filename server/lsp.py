@@ -131,6 +131,14 @@ class SpanfillServer(LanguageServer):
         settings = self.session.settings
         name = settings.model or "the shipped model"
         token = await self._progress_token()
+        if self.session.settings.engine_key != settings.engine_key:
+            # newer settings named another model while the client answered: their own load (which may
+            # have been queued first) decides
+            done = f"not loading {name}: newer settings name another model"
+            if token:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
+            log.info("%s", done)
+            return
         reload = False
         if token:
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(

@@ -171,3 +171,34 @@ async def test_a_failed_load_gives_the_serving_engine_its_thread_count_back(tiny
         assert await loop.run_in_executor(scheduler._worker, torch.get_num_threads) == serving.threads
     finally:
         scheduler.close()
+
+
+async def test_a_load_whose_progress_token_came_late_does_not_overtake_a_newer_one(tiny_model, monkeypatch):
+    """Two model changes in a row, the first one's window/workDoneProgress/create answered after the
+    second one's: the first load was queued last and served, while the settings named the second."""
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    engines = {"A": FakeEngine(tok), "B": FakeEngine(tok)}
+    server = SpanfillServer()
+    server.session.scheduler = Scheduler(loader=lambda path, **kw: engines[path])
+    monkeypatch.setattr(server, "client_supports", lambda *path: True)
+    answers = {}
+
+    async def create(token):
+        answers[token] = asyncio.get_running_loop().create_future()
+        return await answers[token]
+    monkeypatch.setattr(server.work_done_progress, "create_async", create)
+    monkeypatch.setattr(server.work_done_progress, "begin", lambda *a: None)
+    monkeypatch.setattr(server.work_done_progress, "end", lambda *a: None)
+    try:
+        loads = []
+        for name in ("A", "B"):
+            server.session.settings = dataclasses.replace(server.session.settings, model=name)
+            loads.append(asyncio.create_task(server.load_engine()))
+            await asyncio.sleep(0.01)
+        answers["spanfill/load/2"].set_result(None)           # B's answer first
+        await asyncio.sleep(0.05)
+        answers["spanfill/load/1"].set_result(None)
+        await asyncio.wait_for(asyncio.gather(*loads), 10)
+        assert server.session.scheduler.engine is engines["B"] and server.session.settings.model == "B"
+    finally:
+        server.session.scheduler.close()
