@@ -110,6 +110,12 @@ class Engine:
             self.compiled.wait()
         return self.compiled
 
+    def retire(self) -> None:
+        """The engine is out of service (another model serves): stop compiling its steps, which would
+        go on taking the CPU for minutes."""
+        if self.compiled is not None:
+            self.compiled.stop()
+
     @property
     def info(self) -> dict:
         w = self.model.embed.weight

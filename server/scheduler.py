@@ -56,6 +56,12 @@ class Ticket:
         return self.flag.is_set()
 
 
+def _retire(engine) -> None:
+    """An engine out of service stops what it does in the background (Engine.retire)."""
+    if (retire := getattr(engine, "retire", None)) is not None:
+        retire()
+
+
 class Scheduler:
     def __init__(self, loader: Callable[..., Engine] = Engine.load) -> None:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spanfill-engine")
@@ -100,7 +106,10 @@ class Scheduler:
             self._restore_threads()
             raise
         if self._loading is not asyncio.current_task():
+            _retire(engine)
             raise LoadSuperseded("a newer load took over; this one's engine is not served")
+        if self.engine is not None and self.engine is not engine:
+            _retire(self.engine)
         self.engine, self.state, self.error, self._loaded_with = engine, "ready", None, args
         self.generation += 1
         return engine
@@ -117,6 +126,7 @@ class Scheduler:
         if self.engine is not engine:
             return                        # already taken out by an earlier failure
         self.engine, self.failures = None, self.failures + 1
+        _retire(engine)
         self.error = f"the engine failed: {type(err).__name__}: {err}"
         log.error("%s", self.error, exc_info=err)
         if self._loading is not None and not self._loading.done():

@@ -100,6 +100,7 @@ class CompiledSteps:
         self.error: str | None = None
         self.compile_seconds: float | None = None
         self._done = threading.Event()
+        self._stop = threading.Event()   # the engine is out of service: the warm-up ends early
         self._denoise = torch.compile(own_code(self._denoise_step))
         self._token = torch.compile(own_code(self._token_step))
         self._prefill = torch.compile(own_code(self._encode_every), dynamic=True)
@@ -198,6 +199,7 @@ class CompiledSteps:
                     with torch._inductor.config.patch(step_config), \
                             torch.compiler.config.patch(dynamic_sources=DYNAMIC_FROM_THE_START):
                         for n in self.span_lengths:
+                            self._stop_point()
                             # the shorter spans at the same context lengths, so their views end
                             # before the buffer's end: the contiguous case is the full span's
                             span = torch.ones(1, n, dtype=torch.long, device=w.device)
@@ -206,6 +208,7 @@ class CompiledSteps:
                                               torch.zeros(V, device=w.device),
                                               torch.zeros(V, dtype=torch.bool, device=w.device), 2)
                         position = capacity - 1 if context_len + L == capacity else context_len
+                        self._stop_point()
                         self.token_step(torch.ones(1, 1, dtype=torch.long, device=w.device), position, kv)
                 # a whole context from position 0, then a few typed tokens after it, and one typed
                 # token (Dynamo specialises a size of 1: its own graph; a keystroke often adds one);
@@ -213,8 +216,12 @@ class CompiledSteps:
                 for start, n, capacity in ((0, 90, 256), (0, 140, 384), (90, 3, 256), (140, 7, 384),
                                            (0, 256, 256), (250, 6, 256), (93, 1, 256), (147, 1, 384),
                                            (255, 1, 256)):
+                    self._stop_point()
                     with torch._inductor.config.patch(FREEZE):
                         self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
+        except WarmupStopped:
+            self.error = "stopped: the engine went out of service"
+            log.info("compiling the CPU steps stopped: the engine went out of service")
         except Exception as err:   # noqa: BLE001 - any compiler failure means: stay eager
             self.error = f"{type(err).__name__}: {err}"
             log.warning("compiling the CPU steps failed, staying eager: %s", self.error)
@@ -226,12 +233,24 @@ class CompiledSteps:
         finally:
             self._done.set()
 
+    def _stop_point(self) -> None:
+        if self._stop.is_set():
+            raise WarmupStopped
+
+    def stop(self) -> None:
+        """End the warm-up before its next graph (an engine out of service need not be compiled)."""
+        self._stop.set()
+
     def _scratch(self, capacity: int):
         return self.model.allocate_kv(capacity)
 
     def start(self) -> "CompiledSteps":
         threading.Thread(target=self.warm, name="spanfill-compile", daemon=True).start()
         return self
+
+
+class WarmupStopped(Exception):
+    """CompiledSteps.stop() was called during the warm-up."""
 
 
 def _upto(kv, end: int):

@@ -1,6 +1,7 @@
 """The compiled CPU steps (compiled.py) decode exactly like the eager engine, and are really used."""
 import json
 import shutil
+import threading
 
 import pytest
 import torch
@@ -129,6 +130,24 @@ def test_a_failed_compile_leaves_the_engine_eager(tiny_dir, monkeypatch):
     result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX))
     assert len(result.texts) == 1 and not engine.info["compiled"] and engine.info["compile"] == "failed"
     assert engine.info["compile_seconds"] is None
+
+
+def test_a_retired_engine_stops_compiling_before_its_next_graph(tiny_dir, monkeypatch):
+    engine = Engine.load(tiny_dir, device="cpu", dtype="fp32", warmup=False, compile=False)
+    entered, go, calls = threading.Event(), threading.Event(), []
+
+    def slow_graph(*args, **kw):             # the first graph "compiles" until the test lets it go on
+        calls.append(1)
+        entered.set()
+        go.wait(10)
+
+    monkeypatch.setattr(torch, "compile", lambda fn, **kw: slow_graph)
+    compiled = engine.compile()
+    assert entered.wait(10)
+    engine.retire()
+    go.set()
+    assert not compiled.wait(10) and compiled.error.startswith("stopped")
+    assert len(calls) == 1 and engine.info["compile"] == "failed"
 
 
 @pytest.fixture(scope="module")

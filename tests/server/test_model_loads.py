@@ -19,6 +19,9 @@ from fakes import FakeEngine
 async def test_a_load_overtaken_by_a_failing_one_leaves_the_serving_model_and_its_settings(tiny_model, monkeypatch):
     tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
     engines = {"A": FakeEngine(tok), "B": FakeEngine(tok)}
+    retired = []
+    for engine in engines.values():
+        engine.retire = lambda engine=engine: retired.append(engine)     # Engine.retire: stop compiling
     b_may_finish = threading.Event()
 
     def loader(path, **kw):
@@ -47,6 +50,7 @@ async def test_a_load_overtaken_by_a_failing_one_leaves_the_serving_model_and_it
         scheduler = server.session.scheduler
         assert scheduler.engine is engines["A"] and scheduler.state == "ready" and scheduler.generation == 1
         assert server.session.settings.model == "A"          # what serves, not B (never installed)
+        assert retired == [engines["B"]]                     # loaded, superseded: out of service at once
         assert [m.type for m in shown] == [types.MessageType.Error] and "C: no such model" in shown[0].message
         assert server.session.status()["model"] == engines["A"].info["model"]
     finally:
@@ -202,3 +206,19 @@ async def test_a_load_whose_progress_token_came_late_does_not_overtake_a_newer_o
         assert server.session.scheduler.engine is engines["B"] and server.session.settings.model == "B"
     finally:
         server.session.scheduler.close()
+
+
+async def test_the_engine_a_new_model_replaces_is_retired(tiny_model):
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    engines, retired = {"A": FakeEngine(tok), "B": FakeEngine(tok)}, []
+    for engine in engines.values():
+        engine.retire = lambda engine=engine: retired.append(engine)
+    scheduler = Scheduler(loader=lambda path, **kw: engines[path])
+    try:
+        await scheduler.load("A", "cpu", "auto")
+        await scheduler.load("A", "cpu", "auto")          # the same engine again: still serving
+        assert retired == []
+        await scheduler.load("B", "cpu", "auto")
+        assert scheduler.engine is engines["B"] and retired == [engines["A"]]
+    finally:
+        scheduler.close()
