@@ -66,7 +66,7 @@ def _request(session: Session, ctx: Context, n: int, shown: Shown) -> Completion
     return CompletionRequest(prefix=to_lf(ctx.prefix), suffix=to_lf(ctx.suffix), snippets=ctx.snippets,
                              prefix_ids=ctx.prefix_ids, suffix_ids=ctx.suffix_ids,
                              span_length=s.span_length, steps=s.steps, rule=s.rule, threshold=s.threshold, check=s.check,
-                             n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,
+                             deadline_ms=s.deadline_ms, n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,
                              top_p=SAMPLING_TOP_P if sampled else 1.0, seed=0, greedy_first=True, cut=False,
                              would_show=shown.would_show)
 

@@ -32,6 +32,8 @@ class Settings:
                                              # acceptance 0..1, "auto" (at single-line cursors: 0.03, the
                                              # draft's end 0.3), or null: off
     debounce_ms: int = 0                     # editors debounce already; superseded work stops between steps
+    deadline_ms: int | None = None           # an engine call's time budget: when spent, the span commits every
+                                             # position left in one step (the AR check/fallback stop too)
     max_context_tokens: int | None = None    # prefix + suffix + snippets; None = the model's budget
     candidates: int = 3                      # items for an explicitly invoked request (cycling)
     snippet_files: int = 3                   # other open documents offered as <|file|> context
@@ -48,8 +50,8 @@ class Settings:
     def decoding_key(self) -> tuple:
         """The settings that make the engine answer differently (a typing-through answer from before
         they changed is not served)."""
-        return (self.span_length, self.steps, self.rule, self.threshold, self.check, self.max_context_tokens,
-                self.snippet_files)
+        return (self.span_length, self.steps, self.rule, self.threshold, self.check, self.deadline_ms,
+                self.max_context_tokens, self.snippet_files)
 
     @property
     def engine_key(self) -> tuple[str | None, str, str, int | None]:
@@ -140,6 +142,7 @@ VALIDATORS: dict[str, Callable[[Any], Any]] = {
     "threshold": _threshold,
     "check": _check,
     "debounce_ms": _int_in(0, 2000),
+    "deadline_ms": _int_in(1, 60000, optional=True),
     "max_context_tokens": _int_in(64, 8192, optional=True),
     "candidates": _int_in(1, MAX_CANDIDATES),
     "snippet_files": _int_in(0, 16),

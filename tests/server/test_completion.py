@@ -164,6 +164,14 @@ async def test_the_check_setting_reaches_the_engine(make_session):
         assert engine.calls[-1].check == value
 
 
+async def test_the_deadline_setting_reaches_the_engine(make_session):
+    for value in (150, None):
+        session, engine = make_session()
+        session.settings = dataclasses.replace(session.settings, deadline_ms=value)
+        await suggest(session, query())
+        assert engine.calls[-1].deadline_ms == value
+
+
 async def test_the_checks_time_is_a_stage_of_its_own_where_it_ran(make_session):
     class Checked(FakeEngine):
         def complete(self, req):

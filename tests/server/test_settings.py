@@ -30,6 +30,15 @@ def test_invalid_values_are_reported_and_the_previous_value_kept():
     assert any("'colour'" in p and "spanLength" in p for p in problems)   # lists what is known
 
 
+def test_the_deadline_is_milliseconds_or_null():
+    new, problems = apply_settings(Settings(), {"deadlineMs": 120})
+    assert problems == [] and new.deadline_ms == 120
+    for bad in (0, -5, 2.5, "fast", True):
+        kept, problems = apply_settings(new, {"deadlineMs": bad})
+        assert kept.deadline_ms == 120 and len(problems) == 1 and "1 to 60000 or null" in problems[0]
+    assert apply_settings(new, {"deadlineMs": None})[0].deadline_ms is None
+
+
 def test_null_means_model_default_and_empty_model_means_shipped():
     new, problems = apply_settings(Settings(span_length=32, model="/m"), {"spanLength": None, "model": ""})
     assert problems == [] and new.span_length is None and new.model is None

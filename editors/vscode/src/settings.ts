@@ -30,6 +30,7 @@ export interface ServerSettings {
   spanLength: number | null;
   steps: number | null;
   debounceMs: number;
+  deadlineMs: number | null;
   /** languageId -> on/off; "*" covers the rest. All false while completions are toggled off. */
   enable: Record<string, boolean>;
 }
@@ -69,6 +70,7 @@ export function serverSettings(get: Getter): ServerSettings {
     spanLength: optionalCount(get<number | null>("spanLength", null)),
     steps: optionalCount(get<number | null>("steps", null)),
     debounceMs: Math.max(0, get<number>("debounceMs", 0)),
+    deadlineMs: optionalCount(get<number | null>("deadlineMs", null)),
     enable,
   };
 }

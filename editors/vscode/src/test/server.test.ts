@@ -40,7 +40,7 @@ test(
       // Every mirrored setting away from its default. The model path does not exist: this test is
       // about names and values, so the load fails fast instead of loading a model.
       const sent = serverSettings(
-        getter({ modelPath: "/nonexistent/model", device: "cpu", dtype: "fp32", spanLength: 24, steps: 4, debounceMs: 10, languages: ["python", "rust"] }),
+        getter({ modelPath: "/nonexistent/model", device: "cpu", dtype: "fp32", spanLength: 24, steps: 4, debounceMs: 10, deadlineMs: 80, languages: ["python", "rust"] }),
       );
       await connection.sendRequest("initialize", {
         processId: process.pid,

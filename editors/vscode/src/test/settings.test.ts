@@ -18,13 +18,14 @@ test("defaults start `spanfill serve` for Python with the server's defaults", ()
     spanLength: null,
     steps: null,
     debounceMs: 0,
+    deadlineMs: null,
     enable: { "*": false, python: true },
   });
 });
 
 test("explicit settings reach the server under its names", () => {
   const settings = serverSettings(
-    getter({ modelPath: " /m ", device: "cuda:1", threads: 3, spanLength: 24, steps: 4, debounceMs: 10, languages: ["rust", "go"] }),
+    getter({ modelPath: " /m ", device: "cuda:1", threads: 3, spanLength: 24, steps: 4, debounceMs: 10, deadlineMs: 80, languages: ["rust", "go"] }),
   );
   assert.deepEqual(settings, {
     model: "/m",
@@ -34,13 +35,15 @@ test("explicit settings reach the server under its names", () => {
     spanLength: 24,
     steps: 4,
     debounceMs: 10,
+    deadlineMs: 80,
     enable: { "*": false, rust: true, go: true },
   });
 });
 
 test("cleared counts are sent as null so the server goes back to the model's default", () => {
-  const settings = serverSettings(getter({ spanLength: 0, steps: null, threads: 0 }));
+  const settings = serverSettings(getter({ spanLength: 0, steps: null, threads: 0, deadlineMs: 0 }));
   assert.equal(settings.spanLength, null);
+  assert.equal(settings.deadlineMs, null);
   assert.equal(settings.threads, null);
   assert.equal(settings.steps, null);
   assert.deepEqual(languages(getter({ languages: [""] })), ["python"]);
