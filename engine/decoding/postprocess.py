@@ -132,13 +132,29 @@ def drop_closed_brackets(text: str, cur: Cursor) -> str:
     return text
 
 
+def indent_step(cur: Cursor) -> int:
+    """How far a block indents in this document: the commonest step by which a line of the windows
+    indents deeper than the line before it (2 where blocks indent by two spaces; a step of 1 is an
+    alignment, not a block); INDENT_UNIT where no line does."""
+    steps: dict[int, int] = {}
+    previous = None
+    for line in (cur.before + cur.after).split("\n"):
+        if not line.strip() or line.lstrip().startswith("*"):
+            continue
+        depth = width(indent_of(line))
+        if previous is not None and depth - previous >= 2:
+            steps[depth - previous] = steps.get(depth - previous, 0) + 1
+        previous = depth
+    return max(steps, key=lambda step: (steps[step], -step)) if steps else INDENT_UNIT
+
+
 def _blank_line_indent(cur: Cursor) -> int:
-    """Indentation width for a line started at a blank cursor line: what is typed, or one unit
+    """Indentation width for a line started at a blank cursor line: what is typed, or one step
     deeper than the line above when that line opens a block."""
     typed = width(cur.line_before)
     for above in reversed(cur.before.split("\n")[:-1]):
         if above.strip():
-            deeper = INDENT_UNIT if above.rstrip().endswith(BLOCK_OPENERS) else 0
+            deeper = indent_step(cur) if above.rstrip().endswith(BLOCK_OPENERS) else 0
             return max(typed, width(indent_of(above)) + deeper)
     return typed
 

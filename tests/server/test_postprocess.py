@@ -147,6 +147,15 @@ def test_tab_indented_documents_get_tabs():
     assert finish("\n        run()\n    }", cur) == "\n\t\trun()\n\t}"
 
 
+def test_a_block_opened_above_a_blank_line_indents_by_the_documents_own_step():
+    two = "def f(x):\n  y = 1\n  if x:\n  |\n  return 0\n"
+    assert finish("    return 1", at(two), python=True) == "  return 1"         # 2 typed + 2: not 2 + 4
+    four = "def f(x):\n    y = 1\n    if x:\n    |\n    return 0\n"
+    assert finish("    return 1", at(four), python=True) == "    return 1"
+    deep = "        y = 1\n        if x:\n            z = 2\n        if y:\n        |\n"    # a method's body: depth 8
+    assert finish("        return 1", at(deep), python=True) == "    return 1"
+
+
 def test_the_indent_style_is_the_one_most_lines_around_the_cursor_use():
     # only the suffix window shows the file's tabs; a comment's aligned ` */` above the cursor is not indentation
     assert finish("\n    return 2", at("def f():|\n\tx = 1\n"), python=True) == "\n\treturn 2"
