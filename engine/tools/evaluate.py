@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
+from ..api import MAX_SPAN
 from ..engine import Engine
 from ..training.corpus import read_split
 from .scoring import Score, Task, build_tasks, decoding_label, score, summarise, warm
@@ -96,6 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eager", action="store_true", help="do not compile the CPU steps (compiling takes about two minutes on 2 cores)")
     ap.add_argument("--dtype", default="auto")
     args = ap.parse_args(argv)
+    # every mistake a user can make here is found before a model loads and tasks run for minutes
+    if args.single < 0 or args.multi < 0 or args.single + args.multi == 0:
+        ap.error(f"--single {args.single} --multi {args.multi}: counts of tasks, 0 or more, not both 0")
+    if args.span is not None and not 1 <= args.span <= MAX_SPAN:
+        ap.error(f"--span {args.span} is out of range; use 1..{MAX_SPAN}")
+    if args.out.suffix == ".png" or args.out.is_dir():
+        ap.error(f"--out {args.out} is where the JSON report goes (its plot goes beside it as .png)")
+    if not (args.data / "held_out.jsonl").is_file():
+        ap.error(f"--data {args.data} has no held_out.jsonl (`spanfill data --out {args.data}` writes one)")
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, compile=False if args.eager else None, wait=True)
     L = args.span or engine.info["span_length"]
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
@@ -105,7 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    partial = args.out.with_name(args.out.name + ".partial")     # a report that is there is whole
+    partial.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(partial, args.out)
     plot(report, args.out.with_suffix(".png"))
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r.get("fallback", False),
                                                       r.get("check") is not None, r["steps"] or 0)):

@@ -156,8 +156,23 @@ def write_split(path: Path, files: list[CorpusFile]) -> None:
 
 
 def read_split(path: Path) -> list[CorpusFile]:
+    """A split `spanfill data` wrote: one {"path", "text"} object per line (blank lines skipped).
+    ValueError naming the file and line for anything else."""
+    files = []
     with Path(path).open(encoding="utf-8") as fh:
-        return [CorpusFile(**json.loads(line)) for line in fh]
+        for number, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{number}: not JSON ({err})") from None
+            if not (isinstance(record, dict) and isinstance(record.get("path"), str)
+                    and isinstance(record.get("text"), str)):
+                raise ValueError(f'{path}:{number}: expected an object with "path" and "text" strings '
+                                 f"(a line `spanfill data` writes), got {line.strip()[:60]}")
+            files.append(CorpusFile(record["path"], record["text"]))
+    return files
 
 
 def build(out: Path, sources: list[Path] | None = None, exclude: list[CorpusFile] = ()) -> dict:

@@ -164,3 +164,30 @@ def test_spanfill_data_refuses_a_source_that_is_not_a_directory(tmp_path, capsys
     assert run("data", "--out", tmp_path / "data", tmp_path / "missing") == 2
     assert f"not a directory: {tmp_path / 'missing'}" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()
+
+
+def test_spanfill_eval_refuses_what_it_cannot_do_before_loading_a_model(tiny_dir, tmp_path, capsys, monkeypatch):
+    """Mistakes that ran the whole evaluation first (an --out directory), wrote an empty report over
+    the committed one (counts below 0), or wrote the plot over the report (--out x.png)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "held_out.jsonl").write_text(json.dumps({"path": "a.py", "text": "x = 1\n"}) + "\n")
+    monkeypatch.setattr(Engine, "load", lambda *a, **k: pytest.fail("the model loaded"))
+    for args, says in ((["--single", -1, "--multi", 5], "counts of tasks"), (["--single", 0, "--multi", 0], "not both 0"),
+                       (["--span", 0], "--span 0 is out of range"), (["--out", tmp_path / "e.png"], "JSON report"),
+                       (["--out", tmp_path], "JSON report"), (["--data", tmp_path / "none"], "no held_out.jsonl")):
+        with pytest.raises(SystemExit):
+            run("eval", "--data", data, "--model", tiny_dir, *args)
+        assert says in capsys.readouterr().err
+
+
+def test_a_split_line_that_is_not_a_corpus_file_is_named(tmp_path):
+    split = tmp_path / "train.jsonl"
+    split.write_text(json.dumps({"path": "a.py", "text": "x = 1\n"}) + "\n\n" + json.dumps({"path": "b.py"}) + "\n")
+    with pytest.raises(ValueError, match=r"train.jsonl:3: expected an object with \"path\" and \"text\""):
+        read_split(split)
+    split.write_text(json.dumps({"path": "a.py", "text": "x = 1\n"}) + "\n\n{oops\n")
+    with pytest.raises(ValueError, match=r"train.jsonl:3: not JSON"):
+        read_split(split)
+    split.write_text(json.dumps({"path": "a.py", "text": "x = 1\n"}) + "\n\n")
+    assert [f.path for f in read_split(split)] == ["a.py"]                # a blank line is skipped
