@@ -173,8 +173,8 @@ def test_spanfill_eval_refuses_what_it_cannot_do_before_loading_a_model(tiny_dir
     data.mkdir()
     (data / "held_out.jsonl").write_text(json.dumps({"path": "a.py", "text": "x = 1\n"}) + "\n")
     monkeypatch.setattr(Engine, "load", lambda *a, **k: pytest.fail("the model loaded"))
-    for args, says in ((["--single", -1, "--multi", 5], "counts of tasks"), (["--single", 0, "--multi", 0], "not both 0"),
-                       (["--span", 0], "--span 0 is out of range"), (["--out", tmp_path / "e.png"], "JSON report"),
+    for args, says in ((["--single", -1, "--multi", 5], "counts of tasks"),
+                       (["--single", 0, "--multi", 0], "not both 0"), (["--span", 0], "--span 0 is out of range"), (["--out", tmp_path / "e.png"], "JSON report"),
                        (["--out", tmp_path], "JSON report"), (["--data", tmp_path / "none"], "no held_out.jsonl")):
         with pytest.raises(SystemExit):
             run("eval", "--data", data, "--model", tiny_dir, *args)
