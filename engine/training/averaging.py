@@ -95,6 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("models", type=Path, nargs="+", help="model directories (config.json, weights, tokenizer.json)")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
+    out = args.out.resolve()
+    if any(out == m.resolve() for m in args.models):
+        ap.error(f"--out {args.out} is one of the checkpoints averaged: write the mean to a new directory")
+    if (out / "train_state.json").exists() or (out.exists() and not out.is_dir()):
+        ap.error(f"--out {args.out} is a training run or a file: write the mean to a new directory "
+                 "(a run resumed from it would train the mean with the run's old optimiser state)")
     try:
         model, tok = average_models(args.models)
     except (ValueError, CheckpointError) as e:

@@ -64,3 +64,20 @@ def test_average_needs_two_checkpoints(tmp_path, capsys):
     a = build_tiny_model(tmp_path / "a")
     assert average_main([str(a), "--out", str(tmp_path / "x")]) == 2
     assert "at least two" in capsys.readouterr().err
+
+
+def test_average_never_writes_over_an_input_or_a_training_run(tmp_path, capsys):
+    """The mean written over a run's folder kept the run's optimiser state and step beside it: resumed,
+    the run trained the mean as if it were its own weights."""
+    a, b = build_tiny_model(tmp_path / "a"), build_tiny_model(tmp_path / "b")
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "train_state.json").write_text("{}")
+    (tmp_path / "file").write_text("x")
+    weights = (a / "model.safetensors").read_bytes()
+    for out, says in ((a, "one of the checkpoints"), (tmp_path / "run", "a training run"),
+                      (tmp_path / "file", "a training run or a file")):
+        with pytest.raises(SystemExit):
+            average_main([str(a), str(b), "--out", str(out)])
+        assert says in capsys.readouterr().err
+    assert (a / "model.safetensors").read_bytes() == weights
+    assert average_main([str(a), str(b), "--out", str(tmp_path / "mean")]) == 0
