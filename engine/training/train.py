@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import random
 import signal
 import sys
@@ -86,6 +87,30 @@ def log_records(text: str) -> list[dict]:
         except json.JSONDecodeError:
             pass
     return records
+
+
+def hold_run(out: Path):
+    """An exclusive lock on the run in `out`, held until the process ends (the open file it returns);
+    ValueError naming the holder's pid when another process trains there. Beside the folder, not in
+    it: each save replaces the folder. None where the system has no flock (the run goes unguarded)."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lock = open(out.with_name(out.name + ".lock"), "a+")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.seek(0)
+        holder = lock.read().strip() or "?"
+        lock.close()
+        raise ValueError(f"{out} is being trained by another process (pid {holder}): two runs in one folder "
+                         "would overwrite each other's checkpoints; stop it first (SIGTERM saves)") from None
+    lock.truncate(0)
+    lock.write(f"{os.getpid()}\n")
+    lock.flush()
+    return lock
 
 
 def at_least(low: int):
@@ -162,6 +187,16 @@ def main(argv: list[str] | None = None) -> None:
     device = pick_device(args.device)
     amp_dtype = autocast_dtype(device)
     out = args.out = check_writable_folder(args.out)   # before any work: each save replaces the folder
+    lock = hold_run(out)
+    try:
+        _run(ap, args, out, device, amp_dtype)
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, out: Path, device, amp_dtype) -> None:
+    """Train the run in `out` (main holds its lock)."""
     recover_swap(out)                    # a save stopped between its two renames (checkpoint.save_model)
     train_files = read_split(args.data / "train.jsonl")
     if (out / "train_state.json").exists():
@@ -246,37 +281,47 @@ def main(argv: list[str] | None = None) -> None:
         log = log_path.open("a")
 
     stop = []
-    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))   # save, then exit
-    first = state.get("schedule_start", 0)
-    while state["step"] - first < args.total_steps and not stop:
-        t0 = time.time()
-        lr = lr_at(state["step"] - first, args.total_steps, args.lr, args.warmup)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
-        result = step([batches.next(L) for _ in range(args.accum)])
-        if ema is not None:
-            ema.update(model)
-        tokens = result["tokens"]
-        state["step"] += 1
-        state["tokens"] += tokens
-        dt = time.time() - t0
-        losses = {name: round(result[name], 4) for name in LOSSES if name in result}
-        record = {"step": state["step"], "tokens": state["tokens"], **losses, "lr": lr,
-                  "grad_norm": round(result["grad_norm"], 3), "span_length": L, "tokens_per_s": round(tokens / dt),
-                  "time": round(seconds_before + time.time() - start, 1)}
-        log.write(json.dumps(record) + "\n")
-        log.flush()
-        shown = " ".join(f"{name.split('_')[0]} {value:.3f}" for name, value in losses.items())
-        print(f"\rstep {state['step']} ({state['step'] - first}/{args.total_steps}) {state['tokens'] / 1e6:.2f}M tok "
-              f"{shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
-        if time.time() - last_save > args.save_minutes * 60:
-            checkpoint()
-            last_save = time.time()
-        if time.time() - start > args.minutes * 60:
-            break
-    checkpoint()
-    print(f"\nsaved {out} at step {state['step']}", file=sys.stderr)
+
+    def stopping(signum, _frame):        # save, then exit; a second Ctrl-C interrupts at once
+        stop.append(True)
+        if signum == signal.SIGINT:
+            print("\nstopping: the run saves after this step (Ctrl-C again: stop without saving)", file=sys.stderr)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    handlers = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        first = state.get("schedule_start", 0)
+        while state["step"] - first < args.total_steps and not stop:
+            t0 = time.time()
+            lr = lr_at(state["step"] - first, args.total_steps, args.lr, args.warmup)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            L = span_rng.choices([l for l, _ in SPAN_LENGTHS], weights=[w for _, w in SPAN_LENGTHS])[0]
+            result = step([batches.next(L) for _ in range(args.accum)])
+            if ema is not None:
+                ema.update(model)
+            tokens = result["tokens"]
+            state["step"] += 1
+            state["tokens"] += tokens
+            dt = time.time() - t0
+            losses = {name: round(result[name], 4) for name in LOSSES if name in result}
+            record = {"step": state["step"], "tokens": state["tokens"], **losses, "lr": lr,
+                      "grad_norm": round(result["grad_norm"], 3), "span_length": L, "tokens_per_s": round(tokens / dt),
+                      "time": round(seconds_before + time.time() - start, 1)}
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            shown = " ".join(f"{name.split('_')[0]} {value:.3f}" for name, value in losses.items())
+            print(f"\rstep {state['step']} ({state['step'] - first}/{args.total_steps}) {state['tokens'] / 1e6:.2f}M tok "
+                  f"{shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
+            if time.time() - last_save > args.save_minutes * 60:
+                checkpoint()
+                last_save = time.time()
+            if time.time() - start > args.minutes * 60:
+                break
+        checkpoint()
+        print(f"\nsaved {out} at step {state['step']}", file=sys.stderr)
+    finally:
+        for sig, handler in handlers.items():     # a caller's own (tests call main in their process)
+            signal.signal(sig, handler)
 
 
 def _tuple(x):

@@ -2,7 +2,9 @@
 import dataclasses
 import json
 import math
+import os
 import random
+import signal
 
 import pytest
 import torch
@@ -111,6 +113,39 @@ def test_training_resumes_from_the_same_step(tiny_data, tmp_path):
     assert any(not torch.equal(saved[k], resumed[k]) for k in saved)   # it trained on, from the saved weights
 
 
+def test_a_second_run_in_the_same_folder_is_refused_while_the_first_trains(tiny_data, tmp_path):
+    """Two runs in one folder replaced each other's saves (the weights of one, the optimiser and step
+    of the other); the second is refused, naming the first one's pid."""
+    from spanfill.engine.training.train import hold_run
+    out = tmp_path / "run"
+    common = ["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--no-compile"]
+    first = hold_run(out)                              # as the running process holds it
+    try:
+        with pytest.raises(ValueError, match=f"being trained by another process \\(pid {os.getpid()}\\)"):
+            train_main(common + ["--total-steps", "1"])
+        assert not out.exists()
+    finally:
+        first.close()
+    train_main(common + ["--total-steps", "1"])         # free again
+    assert json.loads((out / "train_state.json").read_text())["step"] == 1
+
+
+def test_ctrl_c_saves_the_run_after_the_step_it_interrupted(tiny_data, tmp_path, monkeypatch):
+    from spanfill.engine.training import train
+    out = tmp_path / "run"
+    schedule = train.lr_at
+
+    def interrupted_at_step_2(step, *args, **kw):
+        if step == 2:
+            signal.raise_signal(signal.SIGINT)         # the user's Ctrl-C, during the third step
+        return schedule(step, *args, **kw)
+    monkeypatch.setattr(train, "lr_at", interrupted_at_step_2)
+    train_main(["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--no-compile",
+                "--total-steps", "50"])
+    assert json.loads((out / "train_state.json").read_text())["step"] == 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler       # the caller's handler is back
+
+
 def test_a_run_on_a_file_system_without_hard_links_keeps_its_state_and_log(tiny_data, tmp_path, monkeypatch):
     """Each save swaps the run's folder (checkpoint.save_model); where no hard links exist what the
     save keeps is copied, so the open log must be reopened in the new folder, or every record after
@@ -130,7 +165,7 @@ def test_a_run_on_a_file_system_without_hard_links_keeps_its_state_and_log(tiny_
     assert steps == [1, 2, 3, 4, 5]
     assert json.loads((run / "train_state.json").read_text())["step"] == 5
     assert json.loads((run / "ema" / "average.json").read_text())["step"] == 5
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("run.")]    # no .tmp or .old left behind
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("run.")] == ["run.lock"]   # no .tmp or .old
     monkeypatch.chdir(run)
     with pytest.raises(CheckpointError, match="the folder you are working in"):
         train_main([*common[:2], "--out", ".", *common[4:], "--total-steps", "6"])
