@@ -310,8 +310,8 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, out: Path, devic
             log.write(json.dumps(record) + "\n")
             log.flush()
             shown = " ".join(f"{name.split('_')[0]} {value:.3f}" for name, value in losses.items())
-            print(f"\rstep {state['step']} ({state['step'] - first}/{args.total_steps}) {state['tokens'] / 1e6:.2f}M tok "
-                  f"{shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
+            print(f"\rstep {state['step']} ({state['step'] - first}/{args.total_steps}) "
+                  f"{state['tokens'] / 1e6:.2f}M tok {shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
             if time.time() - last_save > args.save_minutes * 60:
                 checkpoint()
                 last_save = time.time()
