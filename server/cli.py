@@ -42,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[command][0])
     try:
         return module.main(rest) or 0
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\nspanfill {command}: interrupted\n")
+        return 130                       # a shell's code for SIGINT
     except Exception as err:
         if not user_error(err):
             raise                        # a bug: its traceback is what to report

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import os
 import re
 import sysconfig
 from dataclasses import dataclass, asdict
@@ -150,9 +151,12 @@ def collect(sources: list[Path], exclude: list[CorpusFile] = ()) -> tuple[list[C
 
 
 def write_split(path: Path, files: list[CorpusFile]) -> None:
-    with path.open("w", encoding="utf-8") as fh:
+    """Through PATH.partial: a split that is there is whole (a run may be reading the folder's)."""
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("w", encoding="utf-8") as fh:
         for f in files:
             fh.write(json.dumps(asdict(f)) + "\n")
+    os.replace(partial, path)
 
 
 def read_split(path: Path) -> list[CorpusFile]:
@@ -181,6 +185,8 @@ def build(out: Path, sources: list[Path] | None = None, exclude: list[CorpusFile
     train, held, stats = collect(sources or default_sources(), exclude)
     write_split(out / "train.jsonl", train)
     write_split(out / "held_out.jsonl", held)
-    (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    partial = out / "stats.json.partial"                 # last: a build with its stats is complete
+    partial.write_text(json.dumps(stats, indent=2) + "\n")
+    os.replace(partial, out / "stats.json")
     return stats
 

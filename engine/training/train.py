@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--init", type=Path, default=None,
                     help="start a new run from this model directory's weights and tokenizer (fresh optimiser), "
                          "e.g. the shipped model on a machine where its run directory is gone")
-    ap.add_argument("--length-classes", type=int, default=None,
+    ap.add_argument("--length-classes", type=at_least(0), default=None,
                     help="give the model a length head of this many classes (config.length_classes; a new "
                          "run's preset or an --init model without one); 0 = none")
     ap.add_argument("--new-schedule", action="store_true",
@@ -198,7 +198,13 @@ def main(argv: list[str] | None = None) -> None:
 def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, out: Path, device, amp_dtype) -> None:
     """Train the run in `out` (main holds its lock)."""
     recover_swap(out)                    # a save stopped between its two renames (checkpoint.save_model)
+    resuming = (out / "train_state.json").exists()
+    if args.head_only and not resuming and args.init is None:     # before a tokenizer is trained for nothing
+        ap.error("--head-only fits the length head of a trained model: start from one with --init and "
+                 "--length-classes (or resume such a run)")
     train_files = read_split(args.data / "train.jsonl")
+    if not train_files:
+        raise ValueError(f"{args.data / 'train.jsonl'} holds no files to train on")
     if (out / "train_state.json").exists():
         model, tok = load_model(out, device=device)
         cfg = model.cfg

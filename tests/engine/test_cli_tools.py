@@ -191,3 +191,24 @@ def test_a_split_line_that_is_not_a_corpus_file_is_named(tmp_path):
         read_split(split)
     split.write_text(json.dumps({"path": "a.py", "text": "x = 1\n"}) + "\n\n")
     assert [f.path for f in read_split(split)] == ["a.py"]                # a blank line is skipped
+
+
+def test_train_refuses_an_empty_split_and_a_negative_length_head(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("SPANFILL_TRACEBACK", raising=False)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("")
+    assert run("train", "--data", tmp_path / "data", "--out", tmp_path / "run") == 1
+    assert "holds no files to train on" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("train", "--data", tmp_path / "data", "--out", tmp_path / "run", "--length-classes", -1)
+    assert "argument --length-classes: -1 is less than 0" in capsys.readouterr().err
+
+
+def test_ctrl_c_ends_a_command_with_one_line_and_code_130(monkeypatch, capsys):
+    from spanfill.engine.training import averaging
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(averaging, "main", interrupted)
+    assert run("average", "a", "b", "--out", "c") == 130
+    assert capsys.readouterr().err.strip() == "spanfill average: interrupted"

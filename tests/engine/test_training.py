@@ -325,9 +325,10 @@ def test_head_only_training_changes_the_length_head_and_nothing_else(tiny_data, 
     assert changed == {"length_head.weight", "length_head.bias"}
     record = json.loads((tmp_path / "head" / "train_log.jsonl").read_text().splitlines()[-1])
     assert "length_loss" in record and "ar_loss" not in record and record["grad_norm"] > 0
-    with pytest.raises(SystemExit):         # a head on a random body: refused
+    with pytest.raises(SystemExit):         # a head on a random body: refused, before a tokenizer is trained
         train_main(common + ["--out", str(tmp_path / "fresh"), "--total-steps", "1", "--length-classes", "17",
                              "--head-only"])
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_ema_is_saved_with_each_checkpoint_and_carried_across_a_resume(tiny_data, tmp_path):
