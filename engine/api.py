@@ -28,6 +28,7 @@ DEFAULT_END_CHECK = 0.3                    # and for the draft's <|eom|>: the dr
 CHECKED_STEPS = 2                          # T of a draft the AR check reads, where the request names none: with the
                                            # check, as good as the model's 4 at two span steps less (benchmarks/check.py)
 MAX_CANDIDATES = 16                        # the most candidates n decoded as one batch
+MIN_TEMPERATURE, MAX_TEMPERATURE = 1e-4, 1e4   # a sampled request's: logits / temperature stay finite
 DTYPES: tuple[str, ...] = ("auto", "bf16", "bfloat16", "fp32", "float32", "fp16", "float16", "int8")
 
 
@@ -132,8 +133,9 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
     if not isinstance(req.prefix, str) or not isinstance(req.suffix, str):
         raise ValueError(f"prefix and suffix must be strings, not {type(req.prefix).__name__} and "
                          f"{type(req.suffix).__name__}")
-    if not isinstance(req.snippets, list) or not all(isinstance(s, Snippet) for s in req.snippets):
-        raise ValueError("snippets must be a list of Snippet(path, text)")
+    if not isinstance(req.snippets, list) or not all(
+            isinstance(s, Snippet) and isinstance(s.path, str) and isinstance(s.text, str) for s in req.snippets):
+        raise ValueError("snippets must be a list of Snippet(path, text), path and text strings")
     L = span_length if req.span_length is None else req.span_length
     T = steps if req.steps is None else req.steps
     if not _integer(L) or not 1 <= L <= MAX_SPAN:
@@ -158,8 +160,11 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
                                            or not 0 <= req.check <= 1):
         raise ValueError(f"check={req.check!r} must be a probability from 0 to 1, 'auto' (the default), or None "
                          "to show diffusion's draft unchecked")
-    if not _finite(req.temperature) or not _finite(req.top_p) or req.temperature < 0 or not 0 < req.top_p <= 1:
-        raise ValueError(f"temperature={req.temperature!r} must be a number >= 0 and top_p={req.top_p!r} in (0, 1]")
+    if not _finite(req.temperature) or not _finite(req.top_p) or not 0 < req.top_p <= 1 or not (
+            req.temperature == 0 or MIN_TEMPERATURE <= req.temperature <= MAX_TEMPERATURE):
+        raise ValueError(f"temperature={req.temperature!r} must be 0 (greedy) or from {MIN_TEMPERATURE} to "
+                         f"{MAX_TEMPERATURE:g} (logits divided by a smaller or larger one overflow), and "
+                         f"top_p={req.top_p!r} in (0, 1]")
     check_window_ids(req.cut, req.prefix_ids, req.suffix_ids)
     _check_ids("prefix_ids", req.prefix_ids, vocab_size)
     _check_ids("suffix_ids", req.suffix_ids, vocab_size)

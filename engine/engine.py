@@ -55,7 +55,7 @@ class Engine:
         # worker had set 1 (torch's count can be per thread once a thread has initialised it)
         self.threads = torch.get_num_threads()
         self.cache = ContextCache(model, cache_entries)
-        self.healer = Healer(tokenizer, model.embed.weight.device)
+        self.healer = Healer(tokenizer, model.embed.weight.device, model.cfg.vocab_size)
         sp = tokenizer.special
         # the tokens a span step may pick twice in a row (neighbours.py); ids past the tokenizer's
         # (a model vocabulary padded beyond it) are never text, so they may
@@ -148,7 +148,7 @@ class Engine:
 
     def _complete(self, req: CompletionRequest) -> CompletionResult:
         L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps,
-                             vocab_size=self.model.cfg.vocab_size)
+                             vocab_size=self.tokenizer.vocab_size)
         if req.mode == "diffusion" and req.span_length is None:
             L = start_span(L, req.prefix, req.suffix)
         multiline = wants_multiline(Cursor(req.prefix, req.suffix))   # AR's line end, the fallback
@@ -161,9 +161,11 @@ class Engine:
                           prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)
         healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
         ids = healing.ids
-        limit = self.model.cfg.max_positions - L
+        # a diffusion request's AR check or fallback decodes up to the whole span, past a shortened one
+        room = L if req.mode == "ar" else max(L, req.span_length or self.model.cfg.span_length)
+        limit = self.model.cfg.max_positions - room
         if len(ids) > limit:
-            raise ValueError(f"context of {len(ids)} tokens plus a span of {L} exceeds the model's "
+            raise ValueError(f"context of {len(ids)} tokens plus a span of {room} exceeds the model's "
                              f"{self.model.cfg.max_positions} positions; pass cut=True or shorter windows")
         timings.tokenize_ms = _ms(t0)
 

@@ -37,9 +37,11 @@ class Healing:
 
 
 class Healer:
-    def __init__(self, tokenizer: Tokenizer, device: torch.device | str = "cpu"):
+    def __init__(self, tokenizer: Tokenizer, device: torch.device | str = "cpu", vocab_size: int | None = None):
+        """vocab_size: the model's logits (at least the tokenizer's; a checkpoint may pad its vocabulary)."""
         self.tokenizer = tokenizer
         self.device = device
+        self.vocab_size = max(vocab_size or 0, tokenizer.vocab_size)
         order = sorted(range(tokenizer.vocab_size), key=tokenizer.token_bytes)
         self._sorted = [tokenizer.token_bytes(i) for i in order]      # token bytes, ascending
         self._order = torch.tensor(order)                             # their token ids
@@ -55,7 +57,7 @@ class Healer:
     def _make_bias(self, stub: bytes) -> torch.Tensor:
         # an inference tensor, whoever asks first: the compiled step is specialised on that
         with torch.inference_mode():
-            bias = torch.full((len(self._sorted),), float("-inf"), device=self.device)
+            bias = torch.full((self.vocab_size,), float("-inf"), device=self.device)
             return bias.index_fill_(0, self.extending(stub).to(self.device), 0.0)
 
     def heal(self, ids: list[int]) -> Healing:

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from spanfill.engine import CancelledError, CompletionRequest
+from spanfill.engine import CancelledError, CompletionRequest, Snippet
 from spanfill.engine.testing import SAMPLE_PREFIX as PREFIX, SAMPLE_SUFFIX as SUFFIX
 
 
@@ -185,7 +185,8 @@ def test_ar_ends_a_multi_line_cursor_with_the_first_token_of_a_line_that_leaves_
                                  dict(rule="greedy"), dict(length="eos"), dict(top_p=0.0), dict(temperature=-1.0),
                                  dict(temperature=float("nan")), dict(top_p=float("nan")), dict(threshold=float("inf")),
                                  dict(steps=10**9), dict(n=2.0), dict(span_length=2.5), dict(seed="x"),
-                                 dict(seed=2**70), dict(deadline_ms="soon")])
+                                 dict(seed=2**70), dict(deadline_ms="soon"), dict(temperature=1e-39),
+                                 dict(temperature=1e300)])
 def test_invalid_requests_get_clear_errors(engine, bad):
     with pytest.raises(ValueError, match="="):
         engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, **bad))
@@ -193,7 +194,8 @@ def test_invalid_requests_get_clear_errors(engine, bad):
 
 @pytest.mark.parametrize("bad", [dict(prefix=None), dict(suffix=3), dict(snippets=["def f(): pass"]),
                                  dict(cut=False, prefix_ids=[10**6]), dict(cut=False, suffix_ids=[-5]),
-                                 dict(cut=False, prefix_ids=[1.5])])
+                                 dict(cut=False, prefix_ids=[1.5]), dict(snippets=[Snippet(None, "x")]),
+                                 dict(snippets=[Snippet("a.py", 5)])])
 def test_wrong_typed_text_and_ids_out_of_the_vocabulary_are_refused_before_any_work(engine, bad):
     cached = engine.cache_stats
     with pytest.raises(ValueError):
@@ -278,3 +280,47 @@ def test_a_cancelled_request_does_not_fall_back(engine):
     result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, would_show=lambda text: False,
                                                cancelled=cancelled))
     assert result.cancelled and not result.fell_back and result.texts == [""]
+
+
+def test_a_context_that_leaves_room_for_a_short_span_only_is_refused_not_run_past_the_positions(tmp_path):
+    """At a single-line cursor the span starts on 16 positions, but the AR check and fallback decode up
+    to the model's whole span: a context with room for 16 but not 32 ran past the position table."""
+    from spanfill.engine import Engine
+    from spanfill.engine.decoding.prompt import context_ids
+    from spanfill.engine.testing import build_tiny_model
+    engine = Engine.load(build_tiny_model(tmp_path / "m", span_length=32, max_positions=256), device="cpu",
+                         dtype="fp32", warmup=False, compile=False)
+    suffix = " + 1\n"
+    for lines in range(1, 200):
+        prefix = "".join(f"v{i} = {i}\n" for i in range(lines)) + "y = a"
+        n = len(context_ids(engine.tokenizer, prefix, suffix, [], engine.budget, cut=False))
+        if 256 - 32 < n + 1 <= 256 - 16:       # + 1: healing may drop a token and add none
+            break
+    else:
+        pytest.fail("no context of the wanted length")
+    with pytest.raises(ValueError, match="exceeds the model's 256 positions"):
+        engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False))
+    assert engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=True)).texts   # cut to fit: served
+
+
+def test_a_model_with_more_logits_than_tokens_heals_and_refuses_ids_past_the_tokenizer(tmp_path):
+    """A checkpoint may pad its vocabulary past the tokenizer's: healing's bias had the tokenizer's
+    size and failed to add to the logits."""
+    from spanfill.engine import Engine
+    from spanfill.engine.core.checkpoint import save_model
+    from spanfill.engine.core.model import SpanfillModel
+    from spanfill.engine.core.tokenizer import train_tokenizer
+    from spanfill.engine.testing import SAMPLE_CODE, tiny_config
+    cfg = tiny_config()
+    tok = train_tokenizer(iter([SAMPLE_CODE] * 4), cfg.vocab_size)
+    cfg.vocab_size = tok.vocab_size + 64
+    cfg.special_tokens = {name: getattr(tok.special, name) for name in tok.special.__dataclass_fields__}
+    torch.manual_seed(0)
+    save_model(tmp_path / "padded", SpanfillModel(cfg), tok)
+    engine = Engine.load(tmp_path / "padded", device="cpu", dtype="fp32", warmup=False, compile=False)
+    for mode in ("diffusion", "ar"):
+        assert len(engine.complete(CompletionRequest(prefix="def f(a):\n    return a", suffix="\n",
+                                                     mode=mode)).texts) == 1
+    with pytest.raises(ValueError, match="prefix_ids holds ids outside"):
+        engine.complete(CompletionRequest(prefix="x", suffix="", cut=False, prefix_ids=[tok.vocab_size + 3],
+                                          suffix_ids=[]))
