@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 
 import torch
 
@@ -43,11 +44,19 @@ def cpu_has_fast_bf16() -> bool:
 
 
 def pick_device(name: str = "auto") -> torch.device:
+    """auto, cpu, cuda, cuda:N or mps, where this machine has it; ValueError naming what it has."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if not isinstance(name, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", name):
+        raise ValueError(f"device {name!r} is not one of auto, cpu, cuda, cuda:N, mps")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {name!r} requested but CUDA is not available; use --device cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r} requested but this machine has {torch.cuda.device_count()} CUDA "
+                         f"device(s): cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {name!r} requested but MPS (Apple GPU) is not available; use --device cpu")
     return device
 
 
@@ -83,6 +92,6 @@ def autocast_dtype(device: torch.device) -> torch.dtype | None:
 def set_threads(threads: int) -> None:
     """Use `threads` intra-op threads from now on, process-wide (torch's setting is global). Steps
     compiled afterwards bake this count into their loops, so set it before compiling."""
-    if threads < 1:
-        raise ValueError(f"threads must be at least 1, got {threads}")
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ValueError(f"threads must be an integer, at least 1; got {threads!r}")
     torch.set_num_threads(threads)

@@ -324,3 +324,21 @@ def test_a_model_with_more_logits_than_tokens_heals_and_refuses_ids_past_the_tok
     with pytest.raises(ValueError, match="prefix_ids holds ids outside"):
         engine.complete(CompletionRequest(prefix="x", suffix="", cut=False, prefix_ids=[tok.vocab_size + 3],
                                           suffix_ids=[]))
+
+
+@pytest.mark.parametrize("device, says", [("gpu", "not one of auto, cpu"), (None, "not one of auto, cpu"),
+                                          ("meta", "not one of auto, cpu"), ("cuda:7", "cuda"), ("mps", "MPS")])
+def test_a_device_this_machine_lacks_is_named_before_the_model_loads(tiny_dir, device, says):
+    import torch
+    from spanfill.engine import Engine
+    if device == "cuda:7" and torch.cuda.device_count() > 7 or device == "mps" and torch.backends.mps.is_available():
+        pytest.skip(f"this machine has {device}")
+    with pytest.raises(ValueError, match=says):
+        Engine.load(tiny_dir, device=device, warmup=False, compile=False)
+
+
+def test_threads_must_be_a_whole_number(tiny_dir):
+    from spanfill.engine import Engine
+    for threads in ("2", 0, 1.5, True):
+        with pytest.raises(ValueError, match="threads must be an integer"):
+            Engine.load(tiny_dir, device="cpu", threads=threads, warmup=False, compile=False)
