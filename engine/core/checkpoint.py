@@ -35,18 +35,26 @@ def save_model(directory: Path, model: SpanfillModel, tok: Tokenizer, shard_byte
     """Write atomically: into a sibling temp dir, then swap, so a crash never leaves half a checkpoint.
     shard_bytes: write the weights as shards of at most that many bytes each, with their index;
     dtype: the weights' dtype on disk (the loader casts to the engine's)."""
+    def fill(tmp: Path) -> None:
+        model.cfg.save(tmp)
+        state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
+        if shard_bytes is None:
+            save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        else:
+            _save_shards(tmp, state, shard_bytes)
+        tok.save(tmp / "tokenizer.json")
+    write_model_folder(directory, fill)
+
+
+def write_model_folder(directory: Path, fill) -> None:
+    """Replace the model folder `directory` atomically with what `fill(tmp)` writes into a sibling
+    temp dir, keeping the folder's other files (a model card, a run's state) but not its old weights."""
     directory = check_writable_folder(directory)
     tmp, old = _swap_folders(directory)
     recover_swap(directory)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    model.cfg.save(tmp)
-    state = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items()}
-    if shard_bytes is None:
-        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    else:
-        _save_shards(tmp, state, shard_bytes)
-    tok.save(tmp / "tokenizer.json")
+    fill(tmp)
     if not directory.exists():
         os.replace(tmp, directory)
         return

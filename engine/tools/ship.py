@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from ..api import MAX_STEPS
-from ..core.checkpoint import DEFAULT_MODEL_DIR, load_model, weight_files
+from ..core.checkpoint import DEFAULT_MODEL_DIR, load_model, weight_files, write_model_folder
 from .scoring import decoding_label
 
 
@@ -137,17 +137,23 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.steps is not None and not 1 <= args.steps <= MAX_STEPS:
         ap.error(f"--steps must be 1 to {MAX_STEPS}, not {args.steps}")
-    args.out.mkdir(parents=True, exist_ok=True)
     weights = args.weights or args.run
-    for name in ("config.json", "tokenizer.json", *weight_files(weights)):
-        shutil.copy2(weights / name, args.out / name)
-    shutil.copy2(args.run / "train_log.jsonl", args.out / "train_log.jsonl")
-    if args.steps is not None:
-        config = json.loads((args.out / "config.json").read_text())
-        config["steps"] = args.steps
-        (args.out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    (args.out / "MODEL_CARD.md").write_text(card(args.run, args.data, json.loads(args.eval.read_text()), args.train_command,
-                                                 args.steps, weights))
+    sources = [weights / name for name in ("config.json", "tokenizer.json", *weight_files(weights))]
+    sources.append(args.run / "train_log.jsonl")
+    if missing := [str(path) for path in sources if not path.is_file()]:
+        ap.error(f"nothing shipped: missing {', '.join(missing)}")
+    # everything read (the card reads the run, the data and the evaluation) before anything is written
+    text = card(args.run, args.data, json.loads(args.eval.read_text()), args.train_command, args.steps, weights)
+
+    def fill(folder: Path) -> None:
+        for path in sources:
+            shutil.copy2(path, folder / path.name)
+        if args.steps is not None:
+            config = json.loads((folder / "config.json").read_text())
+            config["steps"] = args.steps
+            (folder / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        (folder / "MODEL_CARD.md").write_text(text)
+    write_model_folder(args.out, fill)     # the folder is replaced whole: no old weights beside new ones
     print(f"shipped {args.run} -> {args.out}", file=sys.stderr)
     return 0
 

@@ -64,3 +64,28 @@ def test_ship_can_take_the_runs_average_instead_of_its_last_step(tmp_path):
     assert (out / "train_log.jsonl").read_text() == (run / "train_log.jsonl").read_text()
     card = (out / "MODEL_CARD.md").read_text()
     assert "exponential moving average (`--ema 0.9`, its centre of mass 10 steps back), as saved at step 2" in card
+
+
+def test_a_ship_that_cannot_finish_leaves_the_shipped_model_as_it_was(tmp_path):
+    """The weights, config and log were copied over the shipped model before the evaluation was read:
+    a missing --eval left new weights under the old card."""
+    run = _trained_run(tmp_path, 1)
+    out = tmp_path / "default_model"
+    args = ["--run", str(run), "--data", str(tmp_path / "data"), "--train-command", "x", "--out", str(out)]
+    (tmp_path / "eval.json").write_text(json.dumps({"results": []}))
+    ship_main(args + ["--eval", str(tmp_path / "eval.json")])
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    (tmp_path / "b").mkdir()
+    other = _trained_run(tmp_path / "b", 2)
+    args[1] = str(other)
+    with pytest.raises(FileNotFoundError):
+        ship_main(args + ["--eval", str(tmp_path / "missing.json")])
+    with pytest.raises(SystemExit):                                   # weights it would ship are not there
+        ship_main(args + ["--eval", str(tmp_path / "eval.json"), "--weights", str(tmp_path / "nowhere")])
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    from spanfill.engine.core.checkpoint import load_model, save_model
+    model, tok = load_model(other)
+    save_model(tmp_path / "sharded", model, tok, shard_bytes=300_000)    # shipped as shards, as gpu_run writes
+    ship_main(args + ["--eval", str(tmp_path / "eval.json"), "--weights", str(tmp_path / "sharded")])
+    assert not (out / "model.safetensors").exists()                    # the old file would load before them
+    assert Engine.load(out, warmup=False).info["params"] > 0
