@@ -20,6 +20,7 @@ All text here uses `\\n`; the caller converts to the document's line ending at t
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -134,17 +135,22 @@ def drop_closed_brackets(text: str, cur: Cursor) -> str:
 
 def indent_step(cur: Cursor) -> int:
     """How far a block indents in this document: the commonest step by which a line of the windows
-    indents deeper than the line before it (2 where blocks indent by two spaces; a step of 1 is an
-    alignment, not a block); INDENT_UNIT where no line does."""
+    indents deeper than a line that opens a statement block (`:` or `{`; a bracket's continuation
+    lines may be aligned or hang deeper: PEP 8's `def f(` + 8); INDENT_UNIT where none does."""
+    return _indent_step(cur.before, cur.after)
+
+
+@functools.lru_cache(maxsize=8)     # asked once per AR token of a request (leaves_block): scan the windows once
+def _indent_step(before: str, after: str) -> int:
     steps: dict[int, int] = {}
-    previous = None
-    for line in (cur.before + cur.after).split("\n"):
+    opener = None                    # the depth of the line above, where it opens a block
+    for line in (before + after).split("\n"):
         if not line.strip() or line.lstrip().startswith("*"):
             continue
         depth = width(indent_of(line))
-        if previous is not None and depth - previous >= 2:
-            steps[depth - previous] = steps.get(depth - previous, 0) + 1
-        previous = depth
+        if opener is not None and depth - opener >= 2:
+            steps[depth - opener] = steps.get(depth - opener, 0) + 1
+        opener = depth if line.rstrip().endswith((":", "{")) else None
     return max(steps, key=lambda step: (steps[step], -step)) if steps else INDENT_UNIT
 
 

@@ -154,6 +154,9 @@ def test_a_block_opened_above_a_blank_line_indents_by_the_documents_own_step():
     assert finish("    return 1", at(four), python=True) == "    return 1"
     deep = "        y = 1\n        if x:\n            z = 2\n        if y:\n        |\n"    # a method's body: depth 8
     assert finish("        return 1", at(deep), python=True) == "    return 1"
+    hanging = ("class C:\n    def long_function_name(\n            var_one, var_two):\n        print(var_one)\n\n"
+               "    def other(\n            a, b):\n        pass\n\n    def run(self):\n        |\n")   # PEP 8's hanging indent
+    assert finish("    x = 1\n        return x", at(hanging), python=True) == "x = 1\n        return x"
 
 
 def test_the_indent_style_is_the_one_most_lines_around_the_cursor_use():
