@@ -69,11 +69,13 @@ JSON_TYPES = {type(None): "null", bool: "a boolean", int: "an integer", float: "
 
 
 def strict(kind: type):
-    """A cattrs structure hook that takes `kind` as it is in JSON, and raises for any other type."""
-    def structure(value, _):
+    """A cattrs structure hook that takes `kind` as it is in JSON, and raises for any other type. It
+    serves `kind`'s subclasses too (an IntEnum, a str Enum): those are made by their class, which
+    refuses a value it does not have, as cattrs' own enum hook did."""
+    def structure(value, cl):
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise TypeError(f"should be {JSON_TYPES[kind]}, but was {JSON_TYPES.get(type(value), 'another type')}")
-        return value
+        return value if cl is kind else cl(value)
     return structure
 
 

@@ -119,7 +119,10 @@ class Scheduler:
         failed), the serving engine's count again, on the worker whose threads run the steps."""
         threads = getattr(self.engine, "threads", None)
         if threads is not None:
-            self._worker.submit(set_threads, threads)
+            try:
+                self._worker.submit(set_threads, threads)
+            except RuntimeError:          # the server is shutting down: no more work on the worker
+                pass
 
     def _recover(self, engine: Engine, err: Exception) -> None:
         """Take a failed engine out of service and load its model again (once per failed engine)."""

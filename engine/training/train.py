@@ -107,6 +107,11 @@ def hold_run(out: Path):
         lock.close()
         raise ValueError(f"{out} is being trained by another process (pid {holder}): two runs in one folder "
                          "would overwrite each other's checkpoints; stop it first (SIGTERM saves)") from None
+    except OSError as err:           # a file system without locks (NFS or Lustre mounted so)
+        lock.close()
+        print(f"warning: {out} cannot be locked ({err}): nothing stops a second run in the same folder",
+              file=sys.stderr)
+        return None
     lock.truncate(0)
     lock.write(f"{os.getpid()}\n")
     lock.flush()
@@ -292,8 +297,10 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, out: Path, devic
         stop.append(True)
         if signum == signal.SIGINT:
             print("\nstopping: the run saves after this step (Ctrl-C again: stop without saving)", file=sys.stderr)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-    handlers = {sig: signal.signal(sig, stopping) for sig in (signal.SIGTERM, signal.SIGINT)}
+            signal.signal(signal.SIGINT, handlers[signal.SIGINT])
+    # Ctrl-C only where it would interrupt (a job a script runs in the background ignores it, and goes on)
+    ours = [signal.SIGTERM] + ([signal.SIGINT] if signal.getsignal(signal.SIGINT) is signal.default_int_handler else [])
+    handlers = {sig: signal.signal(sig, stopping) for sig in ours}
     try:
         first = state.get("schedule_start", 0)
         while state["step"] - first < args.total_steps and not stop:
@@ -317,7 +324,8 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, out: Path, devic
             log.flush()
             shown = " ".join(f"{name.split('_')[0]} {value:.3f}" for name, value in losses.items())
             print(f"\rstep {state['step']} ({state['step'] - first}/{args.total_steps}) "
-                  f"{state['tokens'] / 1e6:.2f}M tok {shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="", file=sys.stderr)
+                  f"{state['tokens'] / 1e6:.2f}M tok {shown} lr {lr:.2e} {tokens / dt:.0f} tok/s", end="",
+                  file=sys.stderr)
             if time.time() - last_save > args.save_minutes * 60:
                 checkpoint()
                 last_save = time.time()

@@ -140,10 +140,45 @@ def test_ctrl_c_saves_the_run_after_the_step_it_interrupted(tiny_data, tmp_path,
             signal.raise_signal(signal.SIGINT)         # the user's Ctrl-C, during the third step
         return schedule(step, *args, **kw)
     monkeypatch.setattr(train, "lr_at", interrupted_at_step_2)
+    callers = signal.getsignal(signal.SIGTERM)
     train_main(["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--no-compile",
                 "--total-steps", "50"])
     assert json.loads((out / "train_state.json").read_text())["step"] == 3
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler       # the caller's handler is back
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler       # the caller's handlers are back
+    assert signal.getsignal(signal.SIGTERM) is callers
+
+
+def test_a_run_that_ignores_ctrl_c_goes_on_through_it(tiny_data, tmp_path, monkeypatch):
+    """A job a script starts in the background inherits SIGINT ignored: the script's Ctrl-C is not the run's."""
+    from spanfill.engine.training import train
+    schedule = train.lr_at
+
+    def interrupted_at_step_2(step, *args, **kw):
+        if step == 2:
+            signal.raise_signal(signal.SIGINT)
+        return schedule(step, *args, **kw)
+    monkeypatch.setattr(train, "lr_at", interrupted_at_step_2)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        train_main(["--data", str(tiny_data), "--out", str(tmp_path / "run"), "--preset", "tiny", "--batch", "2",
+                    "--no-compile", "--total-steps", "5"])
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert json.loads((tmp_path / "run" / "train_state.json").read_text())["step"] == 5
+
+
+def test_a_folder_that_cannot_be_locked_trains_unguarded(tiny_data, tmp_path, monkeypatch, capsys):
+    import errno
+    import fcntl
+
+    def no_locks(*args):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    train_main(["--data", str(tiny_data), "--out", str(tmp_path / "run"), "--preset", "tiny", "--batch", "2",
+                "--no-compile", "--total-steps", "1"])
+    assert "cannot be locked" in capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "train_state.json").read_text())["step"] == 1
 
 
 def test_a_run_on_a_file_system_without_hard_links_keeps_its_state_and_log(tiny_data, tmp_path, monkeypatch):

@@ -4,6 +4,8 @@ future under its message id and took out only those of answered requests, so eac
 import asyncio
 from concurrent.futures import Future
 
+from lsprotocol import types
+
 from spanfill.server.lsp import SpanfillServer
 
 
@@ -107,5 +109,15 @@ async def test_a_field_of_the_wrong_json_type_is_invalid_not_converted(monkeypat
         plain = [m if isinstance(m, dict) else server.protocol._converter.unstructure(m) for m in sent]
         assert [(m["id"], m["error"]["code"]) for m in plain] == [(9, -32602)]
         assert "should be an integer, but was a string" in plain[0]["error"]["message"]
+        context = server.protocol.structure_message({"jsonrpc": "2.0", "id": 10, "method": "textDocument/completion",
+                                                     "params": {"textDocument": {"uri": uri},
+                                                                "position": {"line": 0, "character": 0},
+                                                                "context": {"triggerKind": 9}}})
+        assert "triggerKind" in context.detail() or "trigger_kind" in context.detail()   # an enum keeps its values
+        ok = server.protocol.structure_message({"jsonrpc": "2.0", "id": 11, "method": "textDocument/completion",
+                                                "params": {"textDocument": {"uri": uri},
+                                                           "position": {"line": 0, "character": 0},
+                                                           "context": {"triggerKind": 2}}})
+        assert ok.params.context.trigger_kind is types.CompletionTriggerKind.TriggerCharacter
     finally:
         server.session.forget(uri)
