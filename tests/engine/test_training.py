@@ -141,10 +141,15 @@ def test_ctrl_c_saves_the_run_after_the_step_it_interrupted(tiny_data, tmp_path,
         return schedule(step, *args, **kw)
     monkeypatch.setattr(train, "lr_at", interrupted_at_step_2)
     callers = signal.getsignal(signal.SIGTERM)
-    train_main(["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--no-compile",
-                "--total-steps", "50"])
+    # as in a terminal (a job started in the background, as CI may run the suite, inherits SIGINT ignored)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        train_main(["--data", str(tiny_data), "--out", str(out), "--preset", "tiny", "--batch", "2", "--no-compile",
+                    "--total-steps", "50"])
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler   # the caller's handlers are back
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert json.loads((out / "train_state.json").read_text())["step"] == 3
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler       # the caller's handlers are back
     assert signal.getsignal(signal.SIGTERM) is callers
 
 
