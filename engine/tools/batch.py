@@ -97,6 +97,10 @@ def main(argv: list[str] | None = None) -> int:
             partial.unlink(missing_ok=True)
         print(f"spanfill batch: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:            # Ctrl-C: no half-written output left behind either
+        if not direct:
+            partial.unlink(missing_ok=True)
+        raise
     print(f"wrote {len(tasks)} completions to {args.output}", file=sys.stderr)
     return 0
 

@@ -89,6 +89,9 @@ def log_records(text: str) -> list[dict]:
     return records
 
 
+DEFAULT_PRESET = "small"
+
+
 def hold_run(out: Path):
     """An exclusive lock on the run in `out`, held until the process ends (the open file it returns);
     ValueError naming the holder's pid when another process trains there. Beside the folder, not in
@@ -152,7 +155,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="spanfill train", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, required=True, help="directory written by `spanfill data`")
     ap.add_argument("--out", type=Path, required=True, help="run directory (resumed if it exists)")
-    ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default=DEFAULT_PRESET, choices=sorted(PRESETS))
     ap.add_argument("--batch", type=at_least(1), default=16)
     ap.add_argument("--accum", type=at_least(1), default=1)
     ap.add_argument("--lr", type=positive, default=2e-3)
@@ -213,6 +216,8 @@ def _run(ap: argparse.ArgumentParser, args: argparse.Namespace, out: Path, devic
     if (out / "train_state.json").exists():
         model, tok = load_model(out, device=device)
         cfg = model.cfg
+        if args.init is not None or args.preset != DEFAULT_PRESET:
+            print(f"resuming the run in {out}: its own model, not --init/--preset", file=sys.stderr)
         if args.length_classes is not None and args.length_classes != cfg.length_classes:
             ap.error(f"--length-classes {args.length_classes}: the run in {out} has {cfg.length_classes}; "
                      f"a length head is added only when a run starts (--init)")

@@ -73,7 +73,8 @@ def test_spanfill_batch_names_the_line_it_cannot_read(tiny_dir, tmp_path, capsys
     assert not out.exists()
 
 
-def test_spanfill_batch_never_writes_over_its_input_or_leaves_a_partial_output(tiny_dir, tmp_path, capsys):
+def test_spanfill_batch_never_writes_over_its_input_or_leaves_a_partial_output(tiny_dir, tmp_path, capsys,
+                                                                              monkeypatch):
     tasks, out = tmp_path / "tasks.jsonl", tmp_path / "out.jsonl"
     text = "".join(json.dumps(t) + "\n" for t in TASKS)
     tasks.write_text(text)
@@ -86,6 +87,15 @@ def test_spanfill_batch_never_writes_over_its_input_or_leaves_a_partial_output(t
     out.write_text("an earlier run's rows\n")
     assert run("batch", tasks, out, "--model", tmp_path / "no-model", "--eager") == 2
     assert "does not exist" in capsys.readouterr().err
+    assert out.read_text() == "an earlier run's rows\n" and sorted(tmp_path.iterdir()) == sorted([tasks, out])
+
+    from spanfill.engine.tools import batch
+
+    def interrupted(*args, **kw):           # Ctrl-C after the first row was written
+        yield {"id": "add", "text": "x"}
+        raise KeyboardInterrupt
+    monkeypatch.setattr(batch, "run", interrupted)
+    assert run("batch", tasks, out, "--model", tiny_dir, "--eager") == 130
     assert out.read_text() == "an earlier run's rows\n" and sorted(tmp_path.iterdir()) == sorted([tasks, out])
 
 

@@ -130,6 +130,15 @@ def test_a_second_run_in_the_same_folder_is_refused_while_the_first_trains(tiny_
     assert json.loads((out / "train_state.json").read_text())["step"] == 1
 
 
+def test_a_resume_says_it_keeps_its_own_model_over_init_and_preset(tiny_data, tmp_path, capsys):
+    common = ["--data", str(tiny_data), "--out", str(tmp_path / "run"), "--batch", "2", "--no-compile"]
+    train_main(common + ["--preset", "tiny", "--total-steps", "1"])
+    capsys.readouterr()
+    train_main(common + ["--preset", "base", "--total-steps", "2"])
+    assert "resuming the run in" in capsys.readouterr().err
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["dim"] == 64          # still tiny
+
+
 def test_ctrl_c_saves_the_run_after_the_step_it_interrupted(tiny_data, tmp_path, monkeypatch):
     from spanfill.engine.training import train
     out = tmp_path / "run"
