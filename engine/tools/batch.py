@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 
 from ..api import MAX_SPAN, MAX_STEPS, CompletionRequest
 from ..core.checkpoint import CheckpointError
+from ..core.files import write_whole
 from ..decoding.postprocess import Cursor, Shown
 from ..engine import Engine
 
@@ -83,24 +83,21 @@ def main(argv: list[str] | None = None) -> int:
     # a file is written through DIR/NAME.partial, renamed once every row is in; a device or a pipe
     # (/dev/stdout) or a link is written as it is
     direct = args.output.is_symlink() or (args.output.exists() and not args.output.is_file())
-    partial = args.output if direct else args.output.with_name(args.output.name + ".partial")
     try:
         tasks = read_tasks(args.input)
         engine = Engine.load(args.model, device=args.device, compile=False if args.eager else None, wait=True)
-        with partial.open("w", encoding="utf-8") as out:
-            for row in run(engine, tasks, args.steps, args.span, args.mode, args.raw):
-                out.write(json.dumps(row) + "\n")
-        if not direct:
-            os.replace(partial, args.output)
+
+        def write(path: Path) -> None:
+            with path.open("w", encoding="utf-8") as out:
+                for row in run(engine, tasks, args.steps, args.span, args.mode, args.raw):
+                    out.write(json.dumps(row) + "\n")
+        if direct:
+            write(args.output)
+        else:
+            write_whole(args.output, write)
     except (OSError, ValueError, CheckpointError) as err:
-        if not direct:
-            partial.unlink(missing_ok=True)
         print(f"spanfill batch: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:            # Ctrl-C: no half-written output left behind either
-        if not direct:
-            partial.unlink(missing_ok=True)
-        raise
     print(f"wrote {len(tasks)} completions to {args.output}", file=sys.stderr)
     return 0
 

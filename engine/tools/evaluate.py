@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
 from ..api import MAX_SPAN
+from ..core.files import write_whole
 from ..engine import Engine
 from ..training.corpus import read_split
 from .scoring import Score, Task, build_tasks, decoding_label, score, summarise, warm
@@ -116,9 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     report["tasks"] = {"single": sum(t.kind == "single" for t in tasks), "multi": sum(t.kind == "multi" for t in tasks)}
     report["command"] = "spanfill eval " + " ".join(argv if argv is not None else sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    partial = args.out.with_name(args.out.name + ".partial")     # a report that is there is whole
-    partial.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(partial, args.out)
+    write_whole(args.out, lambda path: path.write_text(json.dumps(report, indent=2) + "\n"))
     plot(report, args.out.with_suffix(".png"))
     for r in sorted(report["results"], key=lambda r: (r["kind"], r["mode"], r.get("rule", ""), r.get("fallback", False),
                                                       r.get("check") is not None, r["steps"] or 0)):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..core.checkpoint import CheckpointError, load_model
+from ..core.files import write_whole
 from ..core.config import MODEL_TYPE
 from ..decoding.healing import Healer
 from ..core.model import SpanfillModel
@@ -67,10 +67,10 @@ def export(model_dir: str | Path | None, out: Path) -> Path:
                               f"name another --out")
     model, tok = load_model(model_dir, dtype=torch.float32)
     out.mkdir(parents=True, exist_ok=True)
-    _write(out / "config.json", lambda path: path.write_text(json.dumps(llama_config(model), indent=2) + "\n"))
-    _write(out / "model.safetensors",
+    write_whole(out / "config.json", lambda path: path.write_text(json.dumps(llama_config(model), indent=2) + "\n"))
+    write_whole(out / "model.safetensors",
            lambda path: save_file(llama_state_dict(model), str(path), metadata={"format": "pt"}))
-    _write(out / "tokenizer.json", tok.save)
+    write_whole(out / "tokenizer.json", tok.save)
     return out
 
 
@@ -81,16 +81,6 @@ def _model_type(config: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return data.get("model_type") if isinstance(data, dict) else None
-
-
-def _write(path: Path, write) -> None:
-    """write(a temporary path beside `path`), then the file takes `path`'s name."""
-    partial = path.with_name(path.name + ".partial")
-    try:
-        write(partial)
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
 
 
 def generate_completion(llama, engine, prefix: str, suffix: str, max_tokens: int) -> tuple[str, int]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
-import os
 import re
 import sysconfig
 from dataclasses import dataclass, asdict
 from pathlib import Path
+
+from ..core.files import write_whole
 
 HELD_OUT_PERCENT = 2
 MIN_BYTES, MAX_BYTES = 256, 400_000
@@ -151,12 +152,12 @@ def collect(sources: list[Path], exclude: list[CorpusFile] = ()) -> tuple[list[C
 
 
 def write_split(path: Path, files: list[CorpusFile]) -> None:
-    """Through PATH.partial: a split that is there is whole (a run may be reading the folder's)."""
-    partial = path.with_name(path.name + ".partial")
-    with partial.open("w", encoding="utf-8") as fh:
-        for f in files:
-            fh.write(json.dumps(asdict(f)) + "\n")
-    os.replace(partial, path)
+    """Written whole: a run may be reading the folder's split."""
+    def write(partial: Path) -> None:
+        with partial.open("w", encoding="utf-8") as fh:
+            for f in files:
+                fh.write(json.dumps(asdict(f)) + "\n")
+    write_whole(path, write)
 
 
 def read_split(path: Path) -> list[CorpusFile]:
@@ -185,8 +186,7 @@ def build(out: Path, sources: list[Path] | None = None, exclude: list[CorpusFile
     train, held, stats = collect(sources or default_sources(), exclude)
     write_split(out / "train.jsonl", train)
     write_split(out / "held_out.jsonl", held)
-    partial = out / "stats.json.partial"                 # last: a build with its stats is complete
-    partial.write_text(json.dumps(stats, indent=2) + "\n")
-    os.replace(partial, out / "stats.json")
+    # last: a build with its stats is complete
+    write_whole(out / "stats.json", lambda path: path.write_text(json.dumps(stats, indent=2) + "\n"))
     return stats
 
