@@ -133,25 +133,32 @@ def drop_closed_brackets(text: str, cur: Cursor) -> str:
     return text
 
 
-def indent_step(cur: Cursor) -> int:
-    """How far a block indents in this document: the commonest step by which a line of the windows
-    indents deeper than a line that opens a statement block (`:` or `{`; a bracket's continuation
-    lines may be aligned or hang deeper: PEP 8's `def f(` + 8); INDENT_UNIT where none does."""
-    return _indent_step(cur.before, cur.after)
+def indentation(cur: Cursor) -> tuple[bool, int]:
+    """How the code around the cursor (both windows) indents: (with tabs: most of its indented lines
+    start with one; the step: the commonest by which a line indents deeper than a line that opens a
+    statement block, `:` or `{`, INDENT_UNIT where none does). A bracket's continuation lines may be
+    aligned or hang deeper (PEP 8's `def f(` + 8), and a line under a `/*` comment (` * text`, ` */`) is
+    aligned, not indented: neither counts."""
+    return _indentation(cur.before, cur.after)
 
 
 @functools.lru_cache(maxsize=8)     # asked once per AR token of a request (leaves_block): scan the windows once
-def _indent_step(before: str, after: str) -> int:
+def _indentation(before: str, after: str) -> tuple[bool, int]:
+    tabs = spaces = 0
     steps: dict[int, int] = {}
     opener = None                    # the depth of the line above, where it opens a block
     for line in (before + after).split("\n"):
+        if line[:1] == "\t":
+            tabs += 1
         if not line.strip() or line.lstrip().startswith("*"):
             continue
+        if line[:1] == " ":
+            spaces += 1
         depth = width(indent_of(line))
         if opener is not None and depth - opener >= 2:
             steps[depth - opener] = steps.get(depth - opener, 0) + 1
         opener = depth if line.rstrip().endswith((":", "{")) else None
-    return max(steps, key=lambda step: (steps[step], -step)) if steps else INDENT_UNIT
+    return tabs > spaces, max(steps, key=lambda step: (steps[step], -step)) if steps else INDENT_UNIT
 
 
 def _blank_line_indent(cur: Cursor) -> int:
@@ -160,7 +167,7 @@ def _blank_line_indent(cur: Cursor) -> int:
     typed = width(cur.line_before)
     for above in reversed(cur.before.split("\n")[:-1]):
         if above.strip():
-            deeper = indent_step(cur) if above.rstrip().endswith(BLOCK_OPENERS) else 0
+            deeper = indentation(cur)[1] if above.rstrip().endswith(BLOCK_OPENERS) else 0
             return max(typed, width(indent_of(above)) + deeper)
     return typed
 
@@ -170,7 +177,7 @@ def keep_block_indentation(text: str, cur: Cursor) -> str:
     completion at the first line that dedents out of the cursor's block; then use the
     document's tabs-or-spaces style."""
     lines = _block_lines(text, cur)
-    tabs = uses_tabs(cur)
+    tabs = indentation(cur)[0]
     return "\n".join(match_indent_style(line, tabs) for line in lines[:_block_end(lines, cur)])
 
 
@@ -202,18 +209,6 @@ def _block_end(lines: list[str], cur: Cursor) -> int:
         if lines[i].strip() and width(indent_of(lines[i])) < floor:
             return i
     return len(lines)
-
-
-def uses_tabs(cur: Cursor) -> bool:
-    """Whether the code around the cursor (both windows) indents with tabs: most of its indented lines
-    start with one. A line under a `/*` comment (` * text`, ` */`) is aligned, not indented."""
-    tabs = spaces = 0
-    for line in (cur.before + cur.after).split("\n"):
-        if line[:1] == "\t":
-            tabs += 1
-        elif line[:1] == " " and line.strip() and not line.lstrip().startswith("*"):
-            spaces += 1
-    return tabs > spaces
 
 
 def match_indent_style(line: str, tabs: bool) -> str:
