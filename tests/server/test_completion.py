@@ -156,20 +156,13 @@ async def test_completion_in_a_function_body_has_the_cursor_range(setup):
     assert item.insert_text == "return a + b" and item.command.arguments == [answer.ids[0], {"source": "engine"}]
 
 
-async def test_the_check_setting_reaches_the_engine(make_session):
-    for value in (0.3, None):
+@pytest.mark.parametrize("name, values", [("check", (0.3, None)), ("deadline_ms", (150, None))])
+async def test_the_check_and_deadline_settings_reach_the_engine(make_session, name, values):
+    for value in values:
         session, engine = make_session()
-        session.settings = dataclasses.replace(session.settings, check=value)
+        session.settings = dataclasses.replace(session.settings, **{name: value})
         await suggest(session, query())
-        assert engine.calls[-1].check == value
-
-
-async def test_the_deadline_setting_reaches_the_engine(make_session):
-    for value in (150, None):
-        session, engine = make_session()
-        session.settings = dataclasses.replace(session.settings, deadline_ms=value)
-        await suggest(session, query())
-        assert engine.calls[-1].deadline_ms == value
+        assert getattr(engine.calls[-1], name) == value
 
 
 async def test_the_checks_time_is_a_stage_of_its_own_where_it_ran(make_session):
