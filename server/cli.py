@@ -2,8 +2,9 @@
 
     spanfill serve [--tcp HOST:PORT]        language server over stdio (what editors start)
     spanfill demo                           headless session on an example file (make run)
-    spanfill data | train | average | eval | batch
-                                            corpus, training, weight averaging, held-out evaluation,
+    spanfill data | train | average | grow | eval | batch
+                                            corpus, training, weight averaging, depth growth, held-out
+                                            evaluation,
                                             batch completion
     spanfill export-llama                   write the causal half as a LlamaForCausalLM checkpoint
 """
@@ -19,6 +20,7 @@ COMMANDS = {
     "data": ("spanfill.engine.tools.corpus_cli", "build the training corpus and held-out split"),
     "train": ("spanfill.engine.training.train", "train or resume a model"),
     "average": ("spanfill.engine.training.averaging", "write the mean of a run's checkpoints as a model"),
+    "grow": ("spanfill.engine.training.growing", "write a model with more layers that computes the same"),
     "eval": ("spanfill.engine.tools.evaluate", "held-out evaluation: exact match, edit similarity, latency"),
     "batch": ("spanfill.engine.tools.batch", "complete every line of a JSONL file"),
     "export-llama": ("spanfill.engine.tools.export_llama", "export the causal half as LlamaForCausalLM"),

@@ -1,0 +1,92 @@
+"""Depth growth: a trained model with more layers that computes exactly what it computed before
+(`spanfill grow`).
+
+A small model that has seen many tokens per parameter stops improving with more of the same
+training; more layers give it room, and starting them from the trained weights keeps what it has
+learned. Each new block is a copy of the block below it whose two residual outputs (the attention's
+`wo` and the MLP's `w2`) are zero, so it adds nothing to the residual stream until training moves
+those two matrices (their gradients are not zero: their inputs are the copied block's activations).
+New blocks are spread evenly through the stack, each after a group of original ones (block expansion,
+Wu et al. 2024, "LLaMA Pro: Progressive LLaMA with Block Expansion").
+
+    spanfill grow engine/default_model --layers 8 --out runs/grown
+    spanfill train --data DATA --out runs/next --init runs/grown --new-schedule ...
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from ..core.checkpoint import CheckpointError, check_writable_folder, load_model, save_model
+from ..core.model import SpanfillModel
+
+
+def expansion_plan(old: int, new: int) -> list[int | None]:
+    """The grown stack as a list: an original block's index, or None for a new block (which copies the
+    block before it). The new blocks go after evenly sized groups of original ones, the last group
+    ending the stack: 6 → 8 is [0, 1, 2, None, 3, 4, 5, None]."""
+    if old < 1 or new < old:
+        raise ValueError(f"a model of {old} layers can grow to {old} or more layers, not {new}")
+    added = new - old
+    if not added:
+        return list(range(old))
+    plan: list[int | None] = []
+    for group in range(added):
+        plan += list(range(old * group // added, old * (group + 1) // added)) + [None]
+    return plan
+
+
+def grow(model: SpanfillModel, n_layers: int) -> SpanfillModel:
+    """A copy of `model` with `n_layers` blocks that gives the same outputs (see the module's doc)."""
+    plan = expansion_plan(model.cfg.n_layers, n_layers)
+    grown = copy.deepcopy(model)
+    blocks, previous = [], None
+    for index in plan:
+        if index is None:
+            block = copy.deepcopy(previous)
+            torch.nn.init.zeros_(block.attn.wo.weight)
+            torch.nn.init.zeros_(block.mlp.w2.weight)
+        else:
+            block = copy.deepcopy(model.layers[index])
+            previous = block
+        blocks.append(block)
+    grown.layers = torch.nn.ModuleList(blocks)
+    grown.cfg = copy.deepcopy(model.cfg)
+    grown.cfg.n_layers = n_layers
+    return grown
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="spanfill grow", description="write a model with more layers that computes "
+                                 "what the given one computes (new blocks start as the identity), to train on "
+                                 "with `spanfill train --init`")
+    ap.add_argument("model", type=Path, help="model directory (config.json, weights, tokenizer.json)")
+    ap.add_argument("--layers", type=int, required=True, help="the grown model's layer count")
+    ap.add_argument("--out", type=Path, required=True, help="new model directory")
+    args = ap.parse_args(argv)
+    if args.out.resolve() == args.model.resolve():
+        ap.error(f"--out {args.out} is the model grown: write the grown model to a new directory")
+    if (args.out / "train_state.json").exists():
+        ap.error(f"--out {args.out} is a training run: write the grown model to a new directory")
+    check_writable_folder(args.out)
+    try:
+        model, tok = load_model(args.model, dtype=torch.float32)
+        grown = grow(model, args.layers)
+    except (ValueError, CheckpointError) as e:
+        print(f"spanfill grow: {e}", file=sys.stderr)
+        return 2
+    save_model(args.out, grown, tok)
+    (args.out / "grown.json").write_text(json.dumps({"from": str(args.model), "layers": [
+        "new" if i is None else i for i in expansion_plan(model.cfg.n_layers, args.layers)]}) + "\n")
+    print(f"wrote {args.out}: {model.cfg.n_layers} → {args.layers} layers, {grown.num_params() / 1e6:.1f}M "
+          "parameters", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
