@@ -11,12 +11,16 @@ Wu et al. 2024, "LLaMA Pro: Progressive LLaMA with Block Expansion").
 
     spanfill grow engine/default_model --layers 8 --out runs/grown
     spanfill train --data DATA --out runs/next --init runs/grown --new-schedule ...
+
+The grown model keeps the model's training log (train_log.jsonl), so a run from it continues the step
+and token counts.
 """
 from __future__ import annotations
 
 import argparse
 import copy
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -81,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spanfill grow: {e}", file=sys.stderr)
         return 2
     save_model(args.out, grown, tok)
+    log = args.model / "train_log.jsonl"
+    if log.exists():     # the grown model's history is the model's: `train --init` continues its step count
+        shutil.copyfile(log, args.out / "train_log.jsonl")
     (args.out / "grown.json").write_text(json.dumps({"from": str(args.model), "layers": [
         "new" if i is None else i for i in expansion_plan(model.cfg.n_layers, args.layers)]}) + "\n")
     print(f"wrote {args.out}: {model.cfg.n_layers} → {args.layers} layers, {grown.num_params() / 1e6:.1f}M "

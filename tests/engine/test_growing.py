@@ -38,12 +38,15 @@ def _batch(model, n=40):
 
 def test_the_grown_model_computes_what_the_original_computes(tmp_path):
     source = build_tiny_model(tmp_path / "small", seed=3, n_layers=3, length_classes=9)
+    (source / "train_log.jsonl").write_text('{"step": 7, "tokens": 900, "time": 5.0}\n')
     assert grow_main([str(source), "--layers", "5", "--out", str(tmp_path / "grown")]) == 0
     small, _ = load_model(source, dtype=torch.float32)
     grown, _ = load_model(tmp_path / "grown", dtype=torch.float32)
     assert grown.cfg.n_layers == 5 and len(grown.layers) == 5
     assert grown.num_params() > small.num_params()
     assert json.loads((tmp_path / "grown" / "grown.json").read_text())["layers"] == [0, "new", 1, 2, "new"]
+    # its history is the small model's: a run from it continues the step count
+    assert (tmp_path / "grown" / "train_log.jsonl").read_text() == (source / "train_log.jsonl").read_text()
     tokens, positions, mask = _batch(small)
     h_small, h_grown = small.hidden_train(tokens, positions, mask), grown.hidden_train(tokens, positions, mask)
     torch.testing.assert_close(h_grown, h_small, rtol=0, atol=0)
