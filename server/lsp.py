@@ -26,10 +26,12 @@ import hashlib
 import itertools
 import json
 import logging
+import threading
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.io_ import run_async
 from pygls.lsp.server import LanguageServer
 
 from . import completion
@@ -49,6 +51,27 @@ ACCEPT_COMMAND = "spanfill.accept"
 PROGRESS_CREATE_TIMEOUT_S = 5.0     # a client that offers progress answers its create at once
 
 
+class TurnTakingReader:
+    """A TCP stream as pygls's message loop reads it, giving the event loop a turn before each line.
+
+    asyncio's StreamReader answers from its buffer without suspending, so the loop (pygls.io_.run_async)
+    handled every message of a chunk before a request's coroutine first ran: a didChange sent right
+    after an inlineCompletion moved the document before the request read its cursor, and the
+    suggestion was made for text the request never saw. With a turn between messages a request takes
+    its snapshot of the document (completion._locate, before its first await) before the next message
+    is handled, as on stdio, whose reader waits on a thread for every read."""
+
+    def __init__(self, reader: asyncio.StreamReader):
+        self._reader = reader
+
+    async def readline(self) -> bytes:
+        await asyncio.sleep(0)
+        return await self._reader.readline()
+
+    async def readexactly(self, n: int) -> bytes:
+        return await self._reader.readexactly(n)
+
+
 class SpanfillServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("spanfill", "0.1.0", protocol_cls=SpanfillProtocol)
@@ -65,6 +88,26 @@ class SpanfillServer(LanguageServer):
         server, however often a client initializes, pointed at the latest connection."""
         self.client_log.loop = loop
         logging.getLogger("spanfill").addHandler(self.client_log)    # a no-op when it is there already
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one client at a time over TCP, as pygls does, reading through `TurnTakingReader`."""
+        self._stop_event = stop = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)
+            await run_async(stop_event=stop, reader=TurnTakingReader(reader), protocol=self.protocol, logger=log,
+                            error_handler=self.report_server_error)
+            self.shutdown()
+
+        async def listen() -> None:
+            self._server = await asyncio.start_server(connection, host, port)
+            async with self._server:
+                await self._server.serve_forever()
+
+        try:
+            asyncio.run(listen())
+        except asyncio.CancelledError:       # shutdown() closed the listening socket
+            pass
 
     def shutdown(self) -> None:
         """The connection has ended (`exit`, or the client went away without one): no more engine work."""

@@ -5,6 +5,8 @@ import json
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
@@ -98,3 +100,105 @@ def test_the_server_exits_while_its_worker_is_stuck_in_a_model_load():
         proc = subprocess.run([sys.executable, "-c", EXIT_WHILE_LOADING], input=framed(*messages),
                               capture_output=True, timeout=60, env=CONFIG.server_env)
         assert proc.returncode == code, proc.stderr[-2000:]
+
+
+ECHO_OVER_TCP = """
+import sys
+sys.path.insert(0, sys.argv[3])
+from fakes import FakeEngine
+from spanfill.engine import CompletionResult
+from spanfill.engine.core.tokenizer import Tokenizer
+from spanfill.server import serve
+from spanfill.server.lsp import server
+from spanfill.server.scheduler import Scheduler
+
+class Echo(FakeEngine):
+    def complete(self, req):      # the line the request's cursor ends: which document it saw
+        return CompletionResult([" # after " + req.prefix.rsplit("\\n", 1)[-1]] * req.n, 10, 0, 10, 1, [True] * req.n)
+
+tok = Tokenizer.from_file(sys.argv[1])
+server.session.scheduler = Scheduler(loader=lambda path, **kw: Echo(tok))
+serve.main(["--tcp", sys.argv[2]])
+"""
+
+
+class RawClient:
+    """LSP over a plain socket: writes several messages in one send, reads responses by id."""
+
+    def __init__(self, port: int):
+        deadline = time.monotonic() + 60
+        while True:                                   # the server imports torch before it listens
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server never listened"
+                time.sleep(0.1)
+        self.buffer, self.responses = b"", {}
+
+    def send(self, *messages: dict) -> None:
+        self.sock.sendall(framed(*messages))
+
+    def response(self, msg_id: int) -> dict:
+        while msg_id not in self.responses:
+            head, sep, rest = self.buffer.partition(b"\r\n\r\n")
+            length = int(head.split(b"Content-Length:")[1].split(b"\r\n")[0]) if sep else None
+            if length is None or len(rest) < length:
+                chunk = self.sock.recv(65536)
+                assert chunk, "the server closed the connection"
+                self.buffer += chunk
+                continue
+            message, self.buffer = json.loads(rest[:length]), rest[length:]
+            if "id" in message and "method" not in message:
+                self.responses[message["id"]] = message
+        return self.responses.pop(msg_id)
+
+
+def test_over_tcp_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_after_it(e2e_model):
+    """A didChange that arrives in the same TCP chunk as the request before it must not move the
+    document under that request: pygls read a socket's buffered messages without giving the loop a
+    turn, so the request's coroutine first ran after the edit (stdio reads on a thread and was safe)."""
+    port = free_port()
+    fakes = Path(__file__).parents[1] / "server"
+    server = subprocess.Popen([sys.executable, "-c", ECHO_OVER_TCP, str(e2e_model / "tokenizer.json"),
+                               f"127.0.0.1:{port}", str(fakes)], env=CONFIG.server_env, stderr=subprocess.PIPE)
+    try:
+        client = RawClient(port)
+        uri = "file:///t/notes.txt"
+        client.send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None,
+                                                                 "capabilities": {}}})
+        assert "result" in client.response(1)
+        client.send({"method": "initialized", "params": {}},
+                    {"method": "textDocument/didOpen", "params": {"textDocument": {
+                        "uri": uri, "languageId": "plaintext", "version": 1, "text": "alpha"}}})
+        for msg_id in range(2, 600):
+            client.send({"id": msg_id, "method": "spanfill/status", "params": {}})
+            if client.response(msg_id)["result"]["state"] == "ready":
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the engine never became ready")
+        def ask(msg_id: int, character: int) -> dict:
+            return {"id": msg_id, "method": "textDocument/inlineCompletion", "params": {
+                "textDocument": {"uri": uri}, "position": {"line": 0, "character": character},
+                "context": {"triggerKind": 1}}}
+
+        def edit(version: int, text: str) -> dict:
+            return {"method": "textDocument/didChange", "params": {
+                "textDocument": {"uri": uri, "version": version}, "contentChanges": [{"text": text}]}}
+
+        client.send(ask(1001, 5))                       # alone: the engine's text comes back
+        assert [item["insertText"] for item in client.response(1001)["result"]["items"]] == [" # after alpha"]
+        client.send(edit(2, "beta"))
+        client.send(ask(1002, 4), edit(3, "omega"))     # one chunk: the request, then an edit
+        # the request saw "beta"; by the time its answer was ready the text had moved, so it shows nothing
+        # (a suggestion made for "omeg", the text after the edit, is what it answered before)
+        assert client.response(1002)["result"]["items"] == []
+        client.send({"id": 2000, "method": "shutdown"})
+        client.response(2000)
+        client.send({"method": "exit"})
+        assert server.wait(timeout=60) == 0
+    finally:
+        if server.poll() is None:
+            server.kill()
+        server.wait()
