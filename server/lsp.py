@@ -90,23 +90,40 @@ class SpanfillServer(LanguageServer):
         logging.getLogger("spanfill").addHandler(self.client_log)    # a no-op when it is there already
 
     def start_tcp(self, host: str, port: int) -> None:
-        """Serve one client at a time over TCP, as pygls does, reading through `TurnTakingReader`."""
+        """Serve one client over TCP, reading through `TurnTakingReader`. A second connection while one
+        is open is closed at once (pygls pointed every response at the newest one). The connection's
+        end, however it comes (`exit`, EOF, a reset), ends the server as on stdio."""
         self._stop_event = stop = threading.Event()
+        pygls_log = logging.getLogger("pygls.server")       # not spanfill's: that one reaches the client
+        busy = False
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal busy
+            if busy:
+                log.warning("refused a second TCP connection: one client at a time")
+                writer.close()
+                return
+            busy = True
             self.protocol.set_writer(writer)
-            await run_async(stop_event=stop, reader=TurnTakingReader(reader), protocol=self.protocol, logger=log,
-                            error_handler=self.report_server_error)
-            self.shutdown()
+            try:
+                await run_async(stop_event=stop, reader=TurnTakingReader(reader), protocol=self.protocol,
+                                logger=pygls_log, error_handler=self.report_server_error)
+            except (ConnectionError, asyncio.IncompleteReadError) as err:
+                log.info("the TCP connection ended: %s", err)
+            except SystemExit:           # pygls's `exit` handler; on_exit has set the code serve.main exits with
+                pass
+            finally:
+                self.shutdown()
 
         async def listen() -> None:
             self._server = await asyncio.start_server(connection, host, port)
+            log.info("serving on %s", ", ".join(str(sock.getsockname()) for sock in self._server.sockets))
             async with self._server:
                 await self._server.serve_forever()
 
         try:
             asyncio.run(listen())
-        except asyncio.CancelledError:       # shutdown() closed the listening socket
+        except (asyncio.CancelledError, KeyboardInterrupt):      # shutdown() closed the listening socket
             pass
 
     def shutdown(self) -> None:
@@ -250,7 +267,12 @@ async def on_initialize(ls: SpanfillServer, params: types.InitializeParams) -> N
 
 @server.feature(types.INITIALIZED)
 async def on_initialized(ls: SpanfillServer, params: types.InitializedParams) -> None:
-    await ls.load_engine()
+    try:
+        await ls.load_engine()
+    except asyncio.CancelledError:
+        # the server is exiting while the model loads; pygls's `initialized` handler, which awaits this
+        # one through a callback, would log the cancellation as an error with its traceback
+        log.debug("exiting during the model load")
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

@@ -86,7 +86,7 @@ stuck = threading.Event()
 def loader(path, **kw):
     stuck.wait()                   # a model load that never ends
 server.session.scheduler = Scheduler(loader=loader)
-serve.main([])
+serve.main(sys.argv[1:])
 """
 
 
@@ -96,10 +96,48 @@ def test_the_server_exits_while_its_worker_is_stuck_in_a_model_load():
     initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
     for messages, code in (([initialize, {"method": "initialized", "params": {}}, {"id": 2, "method": "shutdown"},
                              {"method": "exit"}], 0),
+                           ([initialize, {"method": "initialized", "params": {}}, {"method": "exit"}], 1),
                            ([initialize, {"method": "initialized", "params": {}}], 0)):   # stdin closes: gone
         proc = subprocess.run([sys.executable, "-c", EXIT_WHILE_LOADING], input=framed(*messages),
                               capture_output=True, timeout=60, env=CONFIG.server_env)
         assert proc.returncode == code, proc.stderr[-2000:]
+        assert b"Traceback" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_over_tcp_the_server_exits_while_its_worker_is_stuck_and_takes_one_client_at_a_time(tmp_path):
+    """The same over TCP, where `exit` raised SystemExit through the event loop past the exit that does
+    not wait for the worker (and a client gone without `exit`, a reset, left the server running); a
+    second client while one is connected is turned away (every response went to the newest one)."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    for goodbye, code in (("exit", 0), ("exit without shutdown", 1), ("hang up", 0)):
+        port = free_port()
+        with open(tmp_path / "stderr", "w+b") as err:
+            server = subprocess.Popen([sys.executable, "-c", EXIT_WHILE_LOADING, "--tcp", f"127.0.0.1:{port}"],
+                                      env=CONFIG.server_env, stderr=err)
+            try:
+                client = RawClient(port)
+                client.send(initialize)
+                assert "result" in client.response(1)
+                client.send({"method": "initialized", "params": {}})
+                second = RawClient(port)
+                assert second.sock.recv(1024) == b""          # closed without a word
+                second.sock.close()
+                client.send({"id": 2, "method": "spanfill/status", "params": {}})
+                assert client.response(2)["result"]["state"] == "loading"     # the first client is still served
+                if goodbye == "exit":
+                    client.send({"id": 3, "method": "shutdown"})
+                    client.response(3)
+                if goodbye.startswith("exit"):
+                    client.send({"method": "exit"})
+                else:
+                    client.sock.close()
+                assert server.wait(timeout=60) == code, goodbye
+            finally:
+                if server.poll() is None:
+                    server.kill()
+                server.wait()
+                err.seek(0)
+                assert b"Traceback" not in err.read(), goodbye
 
 
 ECHO_OVER_TCP = """
@@ -194,6 +232,9 @@ def test_over_tcp_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_af
         # the request saw "beta"; by the time its answer was ready the text had moved, so it shows nothing
         # (a suggestion made for "omeg", the text after the edit, is what it answered before)
         assert client.response(1002)["result"]["items"] == []
+        client.send({"id": 1003, "method": "spanfill/status", "params": {}})
+        stats = client.response(1003)["result"]
+        assert (stats["errors"], stats["requests"], stats["superseded"]) == (0, 2, 1), stats
         client.send({"id": 2000, "method": "shutdown"})
         client.response(2000)
         client.send({"method": "exit"})
