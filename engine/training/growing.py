@@ -32,35 +32,34 @@ from ..core.model import SpanfillModel
 
 def expansion_plan(old: int, new: int) -> list[int | None]:
     """The grown stack as a list: an original block's index, or None for a new block (which copies the
-    block before it). The new blocks go after evenly sized groups of original ones, the last group
-    ending the stack: 6 → 8 is [0, 1, 2, None, 3, 4, 5, None]."""
+    original block before it). The new blocks are spread evenly, each after a group of original ones,
+    the last group ending the stack: 6 → 8 is [0, 1, 2, None, 3, 4, 5, None]; growing to more than
+    twice the layers puts several new blocks after one original (2 → 5: [0, None, 1, None, None])."""
     if old < 1 or new < old:
         raise ValueError(f"a model of {old} layers can grow to {old} or more layers, not {new}")
     added = new - old
-    if not added:
-        return list(range(old))
     plan: list[int | None] = []
-    for group in range(added):
-        plan += list(range(old * group // added, old * (group + 1) // added)) + [None]
+    for index in range(old):
+        plan += [index] + [None] * ((index + 1) * added // old - index * added // old)
     return plan
 
 
 def grow(model: SpanfillModel, n_layers: int) -> SpanfillModel:
     """A copy of `model` with `n_layers` blocks that gives the same outputs (see the module's doc)."""
+    if model.head is not None:
+        raise ValueError("grow a model as loaded in fp32, not one with a quantized head (quantize.py)")
     plan = expansion_plan(model.cfg.n_layers, n_layers)
     grown = copy.deepcopy(model)
-    blocks, previous = [], None
+    blocks = []
     for index in plan:
         if index is None:
-            block = copy.deepcopy(previous)
+            block = copy.deepcopy(blocks[-1])
             torch.nn.init.zeros_(block.attn.wo.weight)
             torch.nn.init.zeros_(block.mlp.w2.weight)
         else:
-            block = copy.deepcopy(model.layers[index])
-            previous = block
+            block = grown.layers[index]
         blocks.append(block)
     grown.layers = torch.nn.ModuleList(blocks)
-    grown.cfg = copy.deepcopy(model.cfg)
     grown.cfg.n_layers = n_layers
     return grown
 
@@ -75,10 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.out.resolve() == args.model.resolve():
         ap.error(f"--out {args.out} is the model grown: write the grown model to a new directory")
-    if (args.out / "train_state.json").exists():
-        ap.error(f"--out {args.out} is a training run: write the grown model to a new directory")
-    check_writable_folder(args.out)
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        ap.error(f"--out {args.out} exists and is not an empty directory: write the grown model to a new one "
+                 "(a training log or run state left there would be taken for the grown model's)")
     try:
+        check_writable_folder(args.out)
         model, tok = load_model(args.model, dtype=torch.float32)
         grown = grow(model, args.layers)
     except (ValueError, CheckpointError) as e:

@@ -16,10 +16,15 @@ from spanfill.engine.training.growing import expansion_plan, grow, main as grow_
     (2, 2, [0, 1]),
     (2, 3, [0, 1, None]),
     (3, 6, [0, None, 1, None, 2, None]),
-    (4, 7, [0, None, 1, None, 2, 3, None]),
+    (4, 7, [0, 1, None, 2, None, 3, None]),
+    (3, 5, [0, 1, None, 2, None]),
+    (2, 5, [0, None, 1, None, None]),
+    (1, 3, [0, None, None]),
 ])
-def test_new_blocks_follow_evenly_sized_groups_of_the_original_ones(old, new, plan):
+def test_new_blocks_follow_evenly_sized_groups_of_the_original_ones(old, new, plan, tmp_path):
     assert expansion_plan(old, new) == plan
+    model, _ = load_model(build_tiny_model(tmp_path / "m", n_layers=old), dtype=torch.float32)
+    assert len(grow(model, new).layers) == new
 
 
 @pytest.mark.parametrize("old,new", [(4, 3), (0, 2)])
@@ -44,7 +49,7 @@ def test_the_grown_model_computes_what_the_original_computes(tmp_path):
     grown, _ = load_model(tmp_path / "grown", dtype=torch.float32)
     assert grown.cfg.n_layers == 5 and len(grown.layers) == 5
     assert grown.num_params() > small.num_params()
-    assert json.loads((tmp_path / "grown" / "grown.json").read_text())["layers"] == [0, "new", 1, 2, "new"]
+    assert json.loads((tmp_path / "grown" / "grown.json").read_text())["layers"] == [0, 1, "new", 2, "new"]
     # its history is the small model's: a run from it continues the step count
     assert (tmp_path / "grown" / "train_log.jsonl").read_text() == (source / "train_log.jsonl").read_text()
     tokens, positions, mask = _batch(small)
@@ -53,9 +58,9 @@ def test_the_grown_model_computes_what_the_original_computes(tmp_path):
     torch.testing.assert_close(grown.logits(h_grown), small.logits(h_small), rtol=0, atol=0)
     torch.testing.assert_close(grown.length_logits(h_grown[:, 5]), small.length_logits(h_small[:, 5]), rtol=0, atol=0)
     # the new blocks are copies of the block before them, with their residual outputs at zero
-    torch.testing.assert_close(grown.layers[1].attn.wqkv.weight, small.layers[0].attn.wqkv.weight)
+    torch.testing.assert_close(grown.layers[2].attn.wqkv.weight, small.layers[1].attn.wqkv.weight)
     torch.testing.assert_close(grown.layers[4].mlp.w13.weight, small.layers[2].mlp.w13.weight)
-    assert not grown.layers[1].attn.wo.weight.any() and not grown.layers[4].mlp.w2.weight.any()
+    assert not grown.layers[2].attn.wo.weight.any() and not grown.layers[4].mlp.w2.weight.any()
     # and the engine's cached decoding gives the same completion
     completions = []
     for directory in (source, tmp_path / "grown"):
@@ -74,6 +79,9 @@ def test_the_new_blocks_get_gradients_and_leave_the_original_untouched(tmp_path)
     assert new.attn.wo.weight.grad.abs().sum() > 0 and new.mlp.w2.weight.grad.abs().sum() > 0
     assert all(torch.equal(v, before[k]) for k, v in small.state_dict().items())
     assert small.cfg.n_layers == 2 and len(small.layers) == 2
+    small.head = torch.nn.Linear(small.cfg.dim, small.cfg.vocab_size)    # as quantize.py gives one
+    with pytest.raises(ValueError, match="quantized head"):
+        grow(small, 3)
 
 
 def test_grow_refuses_to_write_over_its_input_or_a_run_and_names_a_bad_count(tmp_path, capsys):
@@ -81,9 +89,11 @@ def test_grow_refuses_to_write_over_its_input_or_a_run_and_names_a_bad_count(tmp
     weights = (source / "model.safetensors").read_bytes()
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "train_state.json").write_text("{}")
-    for out in (source, tmp_path / "run"):
+    (tmp_path / "file").write_text("x")
+    for out in (source, tmp_path / "run", tmp_path / "file"):
         with pytest.raises(SystemExit):
             grow_main([str(source), "--layers", "3", "--out", str(out)])
+    assert "not an empty directory" in capsys.readouterr().err
     assert grow_main([str(source), "--layers", "1", "--out", str(tmp_path / "x")]) == 2
     assert "can grow to" in capsys.readouterr().err
     assert (source / "model.safetensors").read_bytes() == weights and not (tmp_path / "x").exists()
