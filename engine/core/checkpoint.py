@@ -54,7 +54,11 @@ def write_model_folder(directory: Path, fill) -> None:
     recover_swap(directory)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    fill(tmp)
+    try:
+        fill(tmp)
+    except BaseException:                # a failed or interrupted write leaves the folder as it was, alone
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     if not directory.exists():
         os.replace(tmp, directory)
         return

@@ -18,8 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ..core.checkpoint import CheckpointError, load_model
-from ..core.files import write_whole
+from ..core.checkpoint import CheckpointError, load_model, write_model_folder
 from ..core.config import MODEL_TYPE
 from ..decoding.healing import Healer
 from ..core.model import SpanfillModel
@@ -58,19 +57,21 @@ def llama_state_dict(model: SpanfillModel) -> dict[str, torch.Tensor]:
 
 
 def export(model_dir: str | Path | None, out: Path) -> Path:
-    """Write the Llama checkpoint into `out` (config.json, model.safetensors, tokenizer.json), each
-    file whole or not at all. A folder that holds a spanfill checkpoint (the exported one, say) is
-    refused: the export's files have the same names."""
+    """Write the Llama checkpoint into `out` (config.json, model.safetensors, tokenizer.json): the
+    folder's weights, config and tokenizer are replaced together or not at all (an export interrupted
+    over an earlier one leaves that one whole). A folder that holds a spanfill checkpoint (the exported
+    one, say) is refused: the export's files have the same names."""
     out = Path(out)
     if _model_type(out / "config.json") == MODEL_TYPE:
         raise CheckpointError(f"{out} holds a spanfill checkpoint, which the export would overwrite: "
                               f"name another --out")
     model, tok = load_model(model_dir, dtype=torch.float32)
-    out.mkdir(parents=True, exist_ok=True)
-    write_whole(out / "config.json", lambda path: path.write_text(json.dumps(llama_config(model), indent=2) + "\n"))
-    write_whole(out / "model.safetensors",
-           lambda path: save_file(llama_state_dict(model), str(path), metadata={"format": "pt"}))
-    write_whole(out / "tokenizer.json", tok.save)
+
+    def fill(folder: Path) -> None:
+        (folder / "config.json").write_text(json.dumps(llama_config(model), indent=2) + "\n")
+        save_file(llama_state_dict(model), str(folder / "model.safetensors"), metadata={"format": "pt"})
+        tok.save(folder / "tokenizer.json")
+    write_model_folder(out, fill)
     return out
 
 

@@ -1,4 +1,5 @@
 """The Llama export decodes exactly like spanfill's AR mode."""
+import json
 import shutil
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from spanfill.engine import CompletionRequest
 from spanfill.engine.core.checkpoint import CheckpointError
 from spanfill.engine.tools.export_llama import export, generate_completion
 from spanfill.engine.decoding.prompt import context_ids
-from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
+from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX, build_tiny_model
 
 
 def test_generate_matches_ar_mode(engine, tiny_dir, tmp_path):
@@ -52,3 +53,24 @@ def test_the_export_never_overwrites_a_spanfill_checkpoint(tiny_dir, tmp_path):
     out = export(tiny_dir, tmp_path / "llama")
     assert export(tiny_dir, out) == out            # an earlier export is written over
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+
+
+def test_an_export_interrupted_over_an_earlier_one_leaves_that_one_whole(tiny_dir, tmp_path, monkeypatch):
+    """Each file used to be replaced on its own: stopped after the config, an export left the new config
+    beside the old weights (a checkpoint that loads and is wrong, where shapes agree)."""
+    out = export(tiny_dir, tmp_path / "llama")
+    (out / "README.md").write_text("notes")              # a file of the user's stays
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    other = build_tiny_model(tmp_path / "other", seed=5, n_layers=3)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("spanfill.engine.tools.export_llama.save_file", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        export(other, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["llama", "other"]     # no half-written folder beside it
+    monkeypatch.undo()
+    export(other, out)
+    assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 3
+    assert (out / "README.md").read_text() == "notes"
