@@ -110,9 +110,12 @@ class SpanfillServer(LanguageServer):
                                 logger=pygls_log, error_handler=self.report_server_error)
             except (ConnectionError, asyncio.IncompleteReadError) as err:
                 log.info("the TCP connection ended: %s", err)
+            except ValueError as err:    # a header line past the stream's limit (64 KiB)
+                log.error("the TCP connection sent what is not LSP: %s", err)
             except SystemExit:           # pygls's `exit` handler; on_exit has set the code serve.main exits with
                 pass
             finally:
+                writer.close()           # the listener's close waits for open connections (Python 3.12.1+)
                 self.shutdown()
 
         async def listen() -> None:

@@ -54,23 +54,24 @@ def write_model_folder(directory: Path, fill) -> None:
     recover_swap(directory)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    try:
+    try:                                 # until the folder moves aside, a failure leaves it as it was, alone
         fill(tmp)
-    except BaseException:                # a failed or interrupted write leaves the folder as it was, alone
+        if not directory.exists():
+            os.replace(tmp, directory)
+            return
+        for extra in directory.iterdir():    # keep what others wrote there (model card, train state), linked:
+            if not (tmp / extra.name).exists() and not _is_weights(extra.name):   # the originals stay put
+                if extra.is_dir():
+                    shutil.copytree(extra, tmp / extra.name, copy_function=_link_or_copy)
+                else:
+                    _link_or_copy(extra, tmp / extra.name)
+        shutil.rmtree(old, ignore_errors=True)
+        # two renames: a crash between them leaves both whole folders, which recover_swap puts back
+        os.replace(directory, old)
+    except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if not directory.exists():
-        os.replace(tmp, directory)
-        return
-    for extra in directory.iterdir():    # keep what others wrote there (model card, train state), linked:
-        if not (tmp / extra.name).exists() and not _is_weights(extra.name):   # the originals stay put
-            if extra.is_dir():
-                shutil.copytree(extra, tmp / extra.name, copy_function=_link_or_copy)
-            else:
-                _link_or_copy(extra, tmp / extra.name)
-    shutil.rmtree(old, ignore_errors=True)
-    os.replace(directory, old)           # two renames: a crash between them leaves both whole folders,
-    try:                                 # which recover_swap puts back
+    try:
         os.replace(tmp, directory)
     except FileNotFoundError:            # a load in between put it back already (recover_swap)
         if not (directory / "config.json").exists():

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from ..core.checkpoint import CheckpointError, load_model, write_model_folder
+from ..core.checkpoint import CheckpointError, load_model, recover_swap, write_model_folder
 from ..core.config import MODEL_TYPE
 from ..decoding.healing import Healer
 from ..core.model import SpanfillModel
@@ -62,6 +62,7 @@ def export(model_dir: str | Path | None, out: Path) -> Path:
     over an earlier one leaves that one whole). A folder that holds a spanfill checkpoint (the exported
     one, say) is refused: the export's files have the same names."""
     out = Path(out)
+    recover_swap(out)                    # a spanfill save stopped between its renames: its folder is back
     if _model_type(out / "config.json") == MODEL_TYPE:
         raise CheckpointError(f"{out} holds a spanfill checkpoint, which the export would overwrite: "
                               f"name another --out")

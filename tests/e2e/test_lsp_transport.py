@@ -3,6 +3,7 @@
 import asyncio
 import json
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -109,7 +110,7 @@ def test_over_tcp_the_server_exits_while_its_worker_is_stuck_and_takes_one_clien
     not wait for the worker (and a client gone without `exit`, a reset, left the server running); a
     second client while one is connected is turned away (every response went to the newest one)."""
     initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
-    for goodbye, code in (("exit", 0), ("exit without shutdown", 1), ("hang up", 0)):
+    for goodbye, code in (("exit", 0), ("exit without shutdown", 1), ("hang up", 0), ("reset", 0)):
         port = free_port()
         with open(tmp_path / "stderr", "w+b") as err:
             server = subprocess.Popen([sys.executable, "-c", EXIT_WHILE_LOADING, "--tcp", f"127.0.0.1:{port}"],
@@ -130,6 +131,8 @@ def test_over_tcp_the_server_exits_while_its_worker_is_stuck_and_takes_one_clien
                 if goodbye.startswith("exit"):
                     client.send({"method": "exit"})
                 else:
+                    if goodbye == "reset":          # an RST, not a FIN
+                        client.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     client.sock.close()
                 assert server.wait(timeout=60) == code, goodbye
             finally:

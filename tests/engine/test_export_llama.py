@@ -74,3 +74,21 @@ def test_an_export_interrupted_over_an_earlier_one_leaves_that_one_whole(tiny_di
     export(other, out)
     assert json.loads((out / "config.json").read_text())["num_hidden_layers"] == 3
     assert (out / "README.md").read_text() == "notes"
+
+
+def test_a_spanfill_checkpoint_caught_between_its_save_renames_is_put_back_not_exported_over(tiny_dir, tmp_path):
+    """A spanfill save stopped between its two renames leaves RUN.old and no RUN: the export's check
+    found no checkpoint at RUN, and the swap then put it back and wrote the Llama files into it."""
+    run = tmp_path / "run"
+    shutil.copytree(tiny_dir, tmp_path / "run.old")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run.old").iterdir()}
+    with pytest.raises(CheckpointError, match="holds a spanfill checkpoint"):
+        export(tiny_dir, run)
+    assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+
+
+def test_an_export_over_a_file_fails_and_leaves_no_half_written_folder(tiny_dir, tmp_path):
+    (tmp_path / "out").write_text("x")
+    with pytest.raises(OSError):
+        export(tiny_dir, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"] and (tmp_path / "out").read_text() == "x"
