@@ -3,9 +3,8 @@
     spanfill serve [--tcp HOST:PORT]        language server over stdio (what editors start)
     spanfill demo                           headless session on an example file (make run)
     spanfill data | train | average | grow | eval | batch
-                                            corpus, training, weight averaging, depth growth, held-out
-                                            evaluation,
-                                            batch completion
+                                            corpus, training, weight averaging, depth growth,
+                                            held-out evaluation, batch completion
     spanfill export-llama                   write the causal half as a LlamaForCausalLM checkpoint
 """
 from __future__ import annotations
