@@ -292,7 +292,9 @@ async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurat
     previous = ls.update_settings(raw)
     if ls.session.settings.completion_fallback:
         await ls.enable_fallback(dynamic=True)
-    if ls.session.settings.engine_key != previous.engine_key:
+    # settings that name another model load it; any settings retry a model that failed with none serving
+    # (the user fixed its folder and saved the settings unchanged)
+    if ls.session.settings.engine_key != previous.engine_key or ls.session.scheduler.state == "failed":
         await ls.load_engine()
     else:
         ls.check_context_budget()
