@@ -165,6 +165,14 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
         raise ValueError(f"temperature={req.temperature!r} must be 0 (greedy) or from {MIN_TEMPERATURE} to "
                          f"{MAX_TEMPERATURE:g} (logits divided by a smaller or larger one overflow), and "
                          f"top_p={req.top_p!r} in (0, 1]")
+    flags = {"greedy_first": req.greedy_first, "cut": req.cut, "heal": req.heal, "shrink_span": req.shrink_span,
+             "fast_steps": req.fast_steps}
+    for name, value in flags.items():      # a string such as "false" would read as true
+        if not isinstance(value, bool):
+            raise ValueError(f"{name}={value!r} must be True or False")
+    for name, value in (("cancelled", req.cancelled), ("would_show", req.would_show)):
+        if value is not None and not callable(value):
+            raise ValueError(f"{name}={value!r} must be a function or None")
     check_window_ids(req.cut, req.prefix_ids, req.suffix_ids)
     _check_ids("prefix_ids", req.prefix_ids, vocab_size)
     _check_ids("suffix_ids", req.suffix_ids, vocab_size)

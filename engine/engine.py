@@ -67,7 +67,8 @@ class Engine:
         self.static_denoiser = StaticSpanDenoiser(model, sp.mask, sp.eom, sp.pad) if on_cuda else None
         self.compiled: CompiledSteps | None = None      # CPU: set by `compile`, used once ready
         self._lock = threading.Lock()
-        self.budget = Budget.scaled(model.cfg.max_context_tokens)   # what `complete` cuts windows to
+        # what `complete` cuts windows to: the trained budget, or less where the positions beside the span hold less
+        self.budget = Budget.scaled(min(model.cfg.max_context_tokens, model.cfg.max_positions - model.cfg.span_length))
         # tokens that end a line: at a single-line cursor AR stops after one (the editor shows one line)
         self.line_ends = frozenset(i for i in range(tokenizer.vocab_size) if b"\n" in tokenizer.token_bytes(i))
 

@@ -173,6 +173,9 @@ def _index(directory: Path) -> dict[str, str]:
         weight_map = json.loads((directory / INDEX).read_text())["weight_map"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{directory}/{INDEX} is not a safetensors index ({err}); re-export the checkpoint") from err
+    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(f, str) for k, f in weight_map.items()):
+        raise CheckpointError(f"{directory}/{INDEX}: weight_map must map tensor names to shard file names; "
+                              "re-export the checkpoint")
     bad = [f for f in set(weight_map.values()) if Path(f).name != f or not f.endswith(".safetensors")]
     if bad:
         raise CheckpointError(f"{directory}/{INDEX} names shard files outside the directory: {', '.join(sorted(bad))}")

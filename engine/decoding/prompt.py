@@ -31,16 +31,23 @@ class Budget:
 
     @classmethod
     def scaled(cls, total_tokens: int) -> "Budget":
-        """The trained split of the context budget (prefix/suffix/snippets), scaled to a total."""
+        """The trained split of the context budget (prefix/suffix/snippets), scaled so that its total,
+        the special tokens included, is at most total_tokens."""
         default = cls()
-        scale = total_tokens / default.total
+        scale = max(0, total_tokens - (default.total - default.text_tokens)) / default.text_tokens
         return cls(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
                    int(default.snippet_tokens * scale))
+
+    @property
+    def text_tokens(self) -> int:
+        return self.prefix_tokens + self.suffix_tokens + self.snippet_tokens
 
 
 def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:
     """Keep the longest tail of `prefix` that starts at a line start and fits `budget` tokens.
     The cursor line's own text is always kept (truncated from the left only if it alone is too long)."""
+    if budget <= 0:      # prefix[-0:] and ids[-0:] would keep everything
+        return ""
     scan = prefix[-budget * 8:] if len(prefix) > budget * 8 else prefix  # no line is cheaper than ~1 token/8 chars
     lines = scan.splitlines(keepends=True)
     if len(scan) < len(prefix) and lines:

@@ -104,6 +104,14 @@ def test_an_index_naming_files_outside_the_directory_is_refused(broken):
         load_model(broken)
 
 
+@pytest.mark.parametrize("weight_map", [[], {"embed.weight": None}, {"embed.weight": 3}, "model.safetensors"])
+def test_an_index_whose_weight_map_is_not_names_to_files_is_refused(broken, weight_map):
+    (broken / "model.safetensors").unlink()
+    (broken / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(CheckpointError, match="weight_map must map"):
+        load_model(broken)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_tokenizer_round_trips_any_text(tiny_tok, text):

@@ -197,3 +197,10 @@ def test_an_engine_request_with_a_lone_surrogate_is_answered(engine):
     result = engine.complete(CompletionRequest(prefix="s = '\udc80", suffix="'\n",
                                                snippets=[Snippet("other.py", "t = '\ud83d'\n")]))
     assert len(result.texts) == 1
+
+
+def test_a_window_of_no_tokens_is_empty(tok):
+    """A budget of 0 keeps nothing (a slice [-0:] would keep everything)."""
+    assert cut_prefix(tok, "x = 1\ny = 2\nz = f(", 0) == ""
+    assert cut_suffix(tok, ")\nprint(z)\n", 0) == ""
+    assert cut_prefix(tok, "x = 1\ny = 2\nz = f(", 4) != ""

@@ -186,7 +186,9 @@ def test_ar_ends_a_multi_line_cursor_with_the_first_token_of_a_line_that_leaves_
                                  dict(temperature=float("nan")), dict(top_p=float("nan")), dict(threshold=float("inf")),
                                  dict(steps=10**9), dict(n=2.0), dict(span_length=2.5), dict(seed="x"),
                                  dict(seed=2**70), dict(deadline_ms="soon"), dict(temperature=1e-39),
-                                 dict(temperature=1e300)])
+                                 dict(temperature=1e300), dict(cut="false"), dict(heal="no"), dict(greedy_first=1),
+                                 dict(shrink_span=None), dict(fast_steps="no"), dict(cancelled=False),
+                                 dict(would_show=True)])
 def test_invalid_requests_get_clear_errors(engine, bad):
     with pytest.raises(ValueError, match="="):
         engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, **bad))
@@ -301,6 +303,26 @@ def test_a_context_that_leaves_room_for_a_short_span_only_is_refused_not_run_pas
     with pytest.raises(ValueError, match="exceeds the model's 256 positions"):
         engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False))
     assert engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=True)).texts   # cut to fit: served
+
+
+def test_a_context_budget_past_the_positions_is_cut_to_them(tmp_path):
+    """A config whose max_context_tokens and span need more positions than it has: cut=True requests
+    on a long file are cut to the positions the span leaves, not refused."""
+    from spanfill.engine import Engine
+    from spanfill.engine.testing import build_tiny_model
+    engine = Engine.load(build_tiny_model(tmp_path / "m", span_length=32, max_positions=200, max_context_tokens=448),
+                         device="cpu", dtype="fp32", warmup=False, compile=False)
+    prefix = "".join(f"value_{i} = compute({i}, {i + 1})\n" for i in range(300)) + "y = a"
+    result = engine.complete(CompletionRequest(prefix=prefix, suffix=" + 1\n" * 200, cut=True))
+    assert result.texts and result.context_tokens <= 200 - 32
+
+
+@pytest.mark.parametrize("total", [0, 1, 9, 100, 224, 519, 520, 521, 1000, 4096])
+def test_a_scaled_budget_fits_its_total(total):
+    from spanfill.engine.decoding.prompt import Budget
+    budget = Budget.scaled(total)
+    assert budget.total <= max(total, Budget(0, 0, 0).total)
+    assert Budget.scaled(520) == Budget()      # the trained split at the trained total
 
 
 def test_a_model_with_more_logits_than_tokens_heals_and_refuses_ids_past_the_tokenizer(tmp_path):
