@@ -158,6 +158,15 @@ class SpanfillServer(LanguageServer):
             self.warn_user(problem)
         return previous
 
+    def lost_document(self, uri: str, method: str, detail: str) -> None:
+        """A didOpen or didChange of `uri` could not be read (protocol.py): forget the document, and
+        say so once (its later changes, unread or not, go to a document the server no longer has)."""
+        was_open = self.session.documents.get(uri) is not None
+        self.session.forget(uri)
+        if was_open or method == types.TEXT_DOCUMENT_DID_OPEN:
+            self.warn_user(f"spanfill: no completions in {uri} until it is opened again: its {method} could not "
+                           f"be read ({detail[:200]})")
+
     def check_context_budget(self) -> None:
         """Tell the user when the model or the settings have just cut maxContextTokens, rather
         than at the next completion."""

@@ -14,7 +14,8 @@ got no response at all, and a client waits for it forever. Here:
                                         `exit` excepted)
   a request after `shutdown`            InvalidRequest (LSP)
   a notification's method with an id   InvalidRequest (`exit` excepted: it exits)
-  a notification with invalid params    logged and dropped
+  a notification with invalid params    logged and dropped; a didOpen or didChange's document is
+                                        forgotten until opened again (its text is no longer the client's)
   a string, integer or boolean field    invalid when the JSON holds another type (cattrs would make
   holding another type                  `"text": null` the text "None", `"line": "3"` line 3)
   a reply to our request that does not deserialize   fails the request waiting for it
@@ -198,6 +199,8 @@ class SpanfillProtocol(LanguageServerProtocol):
                 log.warning("dropped a malformed response: %s", message.detail())
         elif "id" not in data:
             log.warning("dropped notification %r with invalid params: %s", method, message.detail())
+            if method in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE):
+                self._lost_document(data.get("params"), method, message.detail())
         elif isinstance(message.error, JsonRpcInvalidRequest):
             self._refuse(msg_id, message.error)
         elif refusal := self._refusal(msg_id, method, data.get("jsonrpc")):
@@ -205,6 +208,15 @@ class SpanfillProtocol(LanguageServerProtocol):
         else:
             log.warning("refused %s request %r: invalid params: %s", method, msg_id, message.detail())
             self._refuse(msg_id, JsonRpcInvalidParams(f"invalid params for {method}: {message.detail()}"))
+
+    def _lost_document(self, params, method: str, detail: str) -> None:
+        """A didOpen or didChange that could not be read: the client's text of that document is now
+        one the server does not have, so the server forgets it (completions there answer nothing, rather
+        than answer for other text, until the client opens it again) and tells the user."""
+        document = params.get("textDocument") if isinstance(params, dict) else None
+        uri = document.get("uri") if isinstance(document, dict) else None
+        if isinstance(uri, str) and (lost := getattr(self._server, "lost_document", None)) is not None:
+            lost(uri, method, detail)
 
     def refuse_unparsable(self, error: Exception) -> None:
         """Answer a body that is not JSON (JSON-RPC: a parse error, id null)."""

@@ -188,16 +188,21 @@ class RandomClient:
             "textDocument": {"uri": doc.uri, "version": doc.version}, "contentChanges": changes})
 
     def bad_notification(self, doc: ClientDoc) -> None:
-        """Invalid params: the server drops the whole notification, so the client's copy stands."""
+        """Invalid params: the server drops the whole notification; a didChange or didOpen that it
+        cannot read leaves it without the client's text, so it forgets that document."""
         bad_range = {"start": self.negative(), "end": {"line": 0, "character": 0}}
-        self.client.notify(*self.rng.choice([
+        method, params = self.rng.choice([
             ("textDocument/didChange", {"textDocument": {"uri": doc.uri, "version": doc.version + 1},
                                         "contentChanges": [{"range": bad_range, "text": "lost"}]}),
             ("textDocument/didOpen", {"textDocument": {"uri": doc.uri}}),
             ("textDocument/didClose", {}),
             ("$/cancelRequest", {"id": [1, 2]}),
             ("spanfill/noSuchNotification", {"x": 1}),
-        ]))
+        ])
+        self.client.notify(method, params)
+        if method in ("textDocument/didChange", "textDocument/didOpen"):
+            del self.docs[doc.uri]
+            self.closed.add(doc.uri)
 
     def ask(self, method: str, uri: str, doc: ClientDoc | None) -> None:
         roll = self.rng.random()
@@ -382,3 +387,32 @@ def test_requests_before_initialize_are_refused_and_notifications_dropped(server
     initialize(server, tiny_model)
     assert "result" in server.call("spanfill/status", {})
     assert server.call("spanfill/document", {"uri": uri})["result"] is None     # the early didOpen was dropped
+
+
+def test_a_change_the_server_cannot_read_forgets_the_document_until_it_is_opened_again(server: StdioClient, tiny_model):
+    """A didChange with one readable and one unreadable change (a negative position): the client's
+    text now differs from any the server could make, so the server forgets the document, says so, and
+    answers completions there with nothing rather than for other text; opening it again restores it."""
+    initialize(server, tiny_model)
+    uri, text = "file:///lost.py", "def add(a, b):\n    return a\n"
+    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
+                                                             "text": text}})
+    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
+        {"range": {"start": {"line": 1, "character": 12}, "end": {"line": 1, "character": 12}}, "text": " + b"},
+        {"range": {"start": {"line": 0, "character": -1}, "end": {"line": 0, "character": 0}}, "text": ""}]})
+    assert server.call("spanfill/document", {"uri": uri})["result"] is None
+    warned = [n for n in server.notifications if n["method"] == "window/showMessage" and uri in n["params"]["message"]]
+    assert len(warned) == 1 and "opened again" in warned[0]["params"]["message"]
+    answer = server.call(INLINE, {"textDocument": {"uri": uri}, "position": {"line": 1, "character": 16},
+                                  "context": {"triggerKind": 1}})
+    assert answer["result"]["items"] == []
+    server.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 3}, "contentChanges": [
+        {"range": {"start": {"line": 0, "character": -1}, "end": {"line": 0, "character": 0}}, "text": ""}]})
+    server.call("spanfill/status", {})
+    assert len([n for n in server.notifications if n["method"] == "window/showMessage"
+                and uri in n["params"]["message"]]) == 1          # told once
+    changed = text.replace("return a", "return a + b")
+    server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 4,
+                                                             "text": changed}})
+    served = server.call("spanfill/document", {"uri": uri})["result"]
+    assert (served["sha256"], served["length"]) == (digest(changed), len(changed))
