@@ -260,5 +260,5 @@ def _takes(source: str, closers: str) -> bool:
         last = closed.split("\n")
         return err.lineno is not None and (err.lineno > len(last) or (
             err.lineno == len(last) and (err.offset or 0) > len(last[-1]) - len(closers)))
-    except (ValueError, OverflowError):
+    except (ValueError, OverflowError, RecursionError, MemoryError):   # the last two: nesting past the parser's stack
         return False

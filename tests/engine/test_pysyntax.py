@@ -208,3 +208,10 @@ def test_every_line_of_real_python_files_passes():
             assert not not_python(shown, cur), (i, middle)
             checked += 1
     assert checked > 100
+
+
+@pytest.mark.parametrize("line", ["x = " + "-" * 6000, "x = " + "(" * 6000, "x = " + "not " * 3000])
+def test_a_line_nested_past_the_parser_s_stack_is_judged_not_raised(line):
+    """compile() raises MemoryError or RecursionError on nesting deeper than its stack: the gate calls
+    such text not Python (it used to raise, and the server took the error for a broken engine)."""
+    assert finish("1", Cursor(line, "\n"), python=True) is None
