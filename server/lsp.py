@@ -49,6 +49,7 @@ ACCEPTED = "spanfill/accepted"
 REJECTED = "spanfill/rejected"
 ACCEPT_COMMAND = "spanfill.accept"
 PROGRESS_CREATE_TIMEOUT_S = 5.0     # a client that offers progress answers its create at once
+REGISTER_TIMEOUT_S = 5.0            # and one that offers dynamic registration its registerCapability
 
 
 class TurnTakingReader:
@@ -257,10 +258,15 @@ class SpanfillServer(LanguageServer):
         if not self.client_supports("text_document", "completion", "dynamic_registration"):
             self.warn_user(restart)
             return
-        try:
-            await self.client_register_capability_async(types.RegistrationParams(registrations=[
-                types.Registration(id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
-                                   register_options=types.CompletionRegistrationOptions(document_selector=None))]))
+        register = asyncio.ensure_future(self.client_register_capability_async(types.RegistrationParams(registrations=[
+            types.Registration(id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
+                               register_options=types.CompletionRegistrationOptions(document_selector=None))])))
+        register.add_done_callback(lambda f: f.cancelled() or f.exception())    # a late failure: retrieved
+        try:   # shielded, as the progress token's: a late answer still finds its request waiting
+            await asyncio.wait_for(asyncio.shield(register), REGISTER_TIMEOUT_S)
+        except asyncio.TimeoutError:   # the settings' other changes (a model to load) do not wait on it
+            log.warning("no answer to client/registerCapability in %g s; the completion fallback is served "
+                        "once the client registers it", REGISTER_TIMEOUT_S)
         except Exception as err:   # the client refused after all
             self.warn_user(f"{restart} (client/registerCapability failed: {err})")
 
