@@ -20,7 +20,7 @@ from spanfill.engine import CompletionRequest, Cursor, Shown, to_lf
 
 from .cache import Suggestion
 from .context import Context
-from .documents import Document, PositionError
+from .documents import LINE_BREAK, Document, PositionError
 from .scheduler import EngineFailed, EngineUnavailable, Ticket
 from .session import Session
 
@@ -252,7 +252,8 @@ def completion_items(answer: Answer | None) -> types.CompletionList:
     items = []
     if answer is not None:
         for text, sid in zip(answer.texts, answer.ids):
-            first = text.splitlines(keepends=True)[0] if text.strip() else ""
+            brk = LINE_BREAK.search(text)      # LSP's line breaks: not str.splitlines' (\x0c, \u2028, ...)
+            first = text[:brk.end()] if brk else text
             line = first if text.endswith(("\n", "\r")) else first.rstrip("\r\n")
             if not line.strip():
                 continue

@@ -443,3 +443,14 @@ async def test_a_keystroke_during_the_engine_call_still_leaves_a_suggestion_to_t
     assert await running is None                                            # the text moved: not placed
     answer = await suggest(session, query(types.Position(CURSOR.line, CURSOR.character + 1)))
     assert answer.from_cache and answer.texts == ["eturn a + b"] and len(engine.calls) == 1
+
+
+def test_the_fallback_item_is_the_first_line_by_lsp_s_line_breaks():
+    """textDocument/completion offers each text's first line; a form feed or U+2028 inside a line is
+    not a line break in LSP (str.splitlines would cut the item there, or drop it)."""
+    from spanfill.server.completion import Answer, completion_items
+    here = types.Range(types.Position(0, 0), types.Position(0, 0))
+    texts = ['msg = "one\u2028two"\nnext()', "x = 1\x0c  # page", "\x0c\ny = 2", "first\r\nsecond", "a\rb", "line\n"]
+    items = completion_items(Answer(texts, here, [str(i) for i in range(len(texts))], False)).items
+    assert [i.text_edit.new_text for i in items] == ['msg = "one\u2028two"', "x = 1\x0c  # page", "first", "a",
+                                                     "line\n"]     # a blank first line offers nothing

@@ -102,11 +102,15 @@ async def test_a_field_of_the_wrong_json_type_is_invalid_not_converted(monkeypat
         deliver(server, {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
             "textDocument": {"uri": uri, "version": 2}, "contentChanges": [change]}})
         await asyncio.sleep(0.05)                  # a generator handler's steps run on the loop
-        assert server.session.documents.get(uri).text == "x = 1\n"
+        assert server.session.documents.get(uri) is None      # not read: forgotten, its text is not the client's
+        deliver(server, {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": item}})
         deliver(server, {"jsonrpc": "2.0", "id": 9, "method": "textDocument/inlineCompletion", "params": {
             "textDocument": {"uri": uri}, "position": {"line": "0", "character": True},
             "context": {"triggerKind": 1}}})
         plain = [m if isinstance(m, dict) else server.protocol._converter.unstructure(m) for m in sent]
+        told = [m["params"]["message"] for m in plain if m.get("method") == "window/showMessage"]
+        assert len(told) == 4 and all(uri in m for m in told)     # three didOpens and the didChange
+        plain = [m for m in plain if "id" in m]
         assert [(m["id"], m["error"]["code"]) for m in plain] == [(9, -32602)]
         assert "should be an integer, but was a string" in plain[0]["error"]["message"]
         context = server.protocol.structure_message({"jsonrpc": "2.0", "id": 10, "method": "textDocument/completion",
