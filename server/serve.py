@@ -60,6 +60,30 @@ def configure_logging(log_file: str | None, level: str) -> None:
     logging.getLogger("spanfill").setLevel(level.upper())
 
 
+class ChunkedInput:
+    """stdin as pygls's stdio reader uses it (readline, read(n)), whose read(n) takes what arrives a
+    chunk at a time: a buffered read(n) allocates n bytes first, so one header claiming a body of 10**14
+    bytes ended the server with a MemoryError (2**63: OverflowError). Now it waits for the body, as the
+    TCP reader does, and ends at end of input."""
+    CHUNK = 1 << 20
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def readline(self) -> bytes:
+        return self._stream.readline()
+
+    def read(self, n: int) -> bytes:
+        parts, left = [], n
+        while left > 0:
+            part = self._stream.read(min(left, self.CHUNK))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+
 def protocol_stdout():
     """A binary stream on the original stdout; fd 1 (and sys.stdout) now go to stderr."""
     sys.stdout.flush()
@@ -84,7 +108,7 @@ def main(argv: list[str]) -> int:
     if args.tcp:
         server.start_tcp(args.host, args.port)
     else:
-        server.start_io(sys.stdin.buffer, protocol_stdout())     # pygls flushes and closes it as it ends
+        server.start_io(ChunkedInput(sys.stdin.buffer), protocol_stdout())     # pygls flushes and closes it as it ends
     # the engine's worker may be inside a model load (or a stuck call), which Python would wait for at
     # exit: the editor asked the server to go, so it goes now
     logging.shutdown()

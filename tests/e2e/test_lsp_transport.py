@@ -78,6 +78,18 @@ def test_exit_before_shutdown_exits_with_1_and_after_it_with_0():
         assert proc.returncode == code, proc.stderr[-2000:]
 
 
+def test_a_header_claiming_a_huge_body_waits_for_it_rather_than_ending_the_server():
+    """stdin: a buffered read of the claimed length allocated it first, so `Content-Length: 10**14`
+    ended the server with a MemoryError (2**63: OverflowError). The body is awaited as it arrives; at
+    the end of input the server ends as it does at any end of input."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    for claim in (10**14, 2**63):
+        proc = subprocess.run(SERVE, input=framed(initialize) + b"Content-Length: %d\r\n\r\n" % claim,
+                              capture_output=True, timeout=120, env=CONFIG.server_env)
+        assert b"Error" not in proc.stderr and b"Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert b'"id": 1' in proc.stdout and b'"result"' in proc.stdout     # initialize was answered
+
+
 EXIT_WHILE_LOADING = """
 import sys, threading
 from spanfill.server.lsp import server
