@@ -19,7 +19,7 @@ import torch
 
 from .api import CHECKED_STEPS, CompletionRequest, CompletionResult, Timings, begin, check_request
 from .core.checkpoint import DEFAULT_MODEL_DIR, load_model
-from .decoding.check import check_draft, resolve_check
+from .decoding.check import CheckOutput, check_draft, resolve_check
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
@@ -298,6 +298,10 @@ class Engine:
         for row, temp in zip(rows, temps):
             end = row.index(sp.eom) + 1 if sp.eom in row else len(row)
             draft = [t for t in row[:end] if t not in (sp.pad, sp.mask)]
+            late = deadline is not None and time.perf_counter() >= deadline
+            if late or (req.cancelled is not None and req.cancelled()):   # the rest stay drafts: no pass each
+                outs.append(CheckOutput(row, len(draft), 0, late, not late))
+                continue
             outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept[0], L_ar, sp.eom, banned,
                                     healing.first_bias, stop, token_step, compiled.encode_every if compiled else None,
                                     temp, req.top_p, gen, deadline, req.cancelled, accept_end=accept[1]))

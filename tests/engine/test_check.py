@@ -133,6 +133,27 @@ def test_every_candidate_is_checked(engine):
     assert len(result.texts) == 3 and len(result.kept_tokens) == 3
 
 
+def test_candidates_the_deadline_finds_unchecked_stay_drafts(engine, monkeypatch):
+    """Each candidate's check is a forward pass: once the deadline has passed, the rest are not checked
+    (with n=16 that was 15 passes past it), and the result says the deadline was hit."""
+    import time
+    from spanfill.engine import engine as engine_module
+    calls = []
+
+    def slow_check(*args, **kwargs):
+        calls.append(1)
+        out = check_draft(*args, **kwargs)
+        time.sleep(0.3)                   # past the request's deadline
+        return out
+    monkeypatch.setattr(engine_module, "check_draft", slow_check)
+    result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=4, temperature=0.8, seed=1, check=0.1,
+                                               steps=CHECKED_STEPS, deadline_ms=200))
+    assert len(calls) == 1 and len(result.texts) == 4 and result.deadline_hit
+    unchecked = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=4, temperature=0.8, seed=1, check=None,
+                                                  steps=CHECKED_STEPS))
+    assert result.texts[1:] == unchecked.texts[1:]      # the drafts as they were
+
+
 def test_auto_checks_at_a_single_line_cursor_only(engine):
     assert resolve_check("auto", multiline=False) == (DEFAULT_CHECK, DEFAULT_END_CHECK)
     assert resolve_check("auto", multiline=True) is None
