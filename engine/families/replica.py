@@ -41,6 +41,9 @@ SPECIALS = {
     "llada": ["<|startoftext|>", "<|endoftext|>", "<|mdm_mask|>", "<|eot_id|>", "<|start_header_id|>",
               "<|end_header_id|>"],
 }
+# added tokens the publishers' files mark "special": false (Qwen2.5's and Qwen3's tokenizer.json)
+PLAIN = {"<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+         "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
 VARIANTS = tuple(SPECIALS)
 FAMILY_OF = {"dream": "dream", "dream-coder": "dream", "diffucoder": "dream", "dreamon": "dreamon",
              "open-dcoder": "open-dcoder", "coda": "coda", "llada": "llada"}
@@ -76,10 +79,14 @@ def write_tokenizer_files(directory: Path, variant: str) -> dict[str, int]:
     llada = variant == "llada"
     hf = _bpe(byte_level_regex=llada)
     specials = SPECIALS[variant]
-    hf.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    for s in specials:        # one at a time, in order: the ids follow the list
+        if s in PLAIN:
+            hf.add_tokens([AddedToken(s, special=False, normalized=False)])
+        else:
+            hf.add_special_tokens([AddedToken(s, special=True, normalized=False)])
     ids = {s: hf.token_to_id(s) for s in specials}
     entry = lambda s: {"content": s, "lstrip": False, "normalized": False, "rstrip": False,  # noqa: E731
-                       "single_word": False, "special": True}
+                       "single_word": False, "special": s not in PLAIN}
     decoder = {str(i): entry(s) for s, i in ids.items()}
     if llada:
         hf.save(str(directory / "tokenizer.json"))

@@ -6,13 +6,16 @@ built with the `tokenizers` library as transformers' stock Qwen2 tokenizer build
 pre-tokenizer pattern, byte-level. Added tokens must land on the ids added_tokens.json gives them.
 
 Text is encoded with special-token matching off (a file containing "<|mask|>" cannot inject a mask);
-special tokens are inserted by id. Byte-level vocabularies decode through an exact token -> bytes
+special tokens are inserted by id. Added tokens a checkpoint leaves non-special but shaped as control
+tokens (Qwen's `<|fim_prefix|>`, `<tool_call>`, Qwen3's `<think>`: CONTROL_SHAPE) count as special:
+text that spells one encodes as text, and the model's proposing one is banned with the others. Byte-level vocabularies decode through an exact token -> bytes
 table, so a span cut inside a UTF-8 character drops the partial character instead of garbling it.
 The interface is what the server's window cutting uses: encode, encode_batch, decode, line_counts.
 """
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Iterable
 
@@ -58,6 +61,17 @@ def _added_tokens(directory: Path) -> dict[str, int]:
     return found
 
 
+CONTROL_SHAPE = re.compile(r"<[^<>\s]+>")
+
+
+def _mark_control(hf: HFTokenizer) -> None:
+    """Make the non-special added tokens shaped as control tokens special (their ids stay)."""
+    plain = [t.content for t in hf.get_added_tokens_decoder().values()
+             if not t.special and CONTROL_SHAPE.fullmatch(t.content)]
+    if plain:
+        hf.add_special_tokens([AddedToken(content, special=True, normalized=False) for content in plain])
+
+
 def _add(hf: HFTokenizer, tokens: dict[str, int], directory: Path) -> None:
     for content, tid in sorted(tokens.items(), key=lambda kv: kv[1]):
         if hf.token_to_id(content) is None:
@@ -98,6 +112,7 @@ class FamilyTokenizer(BPECodec):
         except Exception as err:    # tokenizers raises bare Exceptions for corrupt files
             raise CheckpointError(f"the tokenizer files in {directory} cannot be read ({err}); download them again") from err
         _add(hf, added, directory)
+        _mark_control(hf)
         return cls(hf)
 
     def token_id(self, token: str) -> int | None:

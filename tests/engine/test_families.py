@@ -109,6 +109,20 @@ def test_detects_the_family_and_its_special_tokens_by_name(replicas, variant):
         assert tok.token_id("<|dlm_pad|>") in sp.ends
 
 
+@pytest.mark.parametrize("variant", ["dream", "open-dcoder", "coda"])
+def test_added_tokens_left_non_special_but_shaped_as_control_tokens_are_neither_read_nor_written(replicas, variant):
+    """Qwen's files mark <|fim_prefix|>, <tool_call> (and Qwen3's <think>) "special": false: text that
+    spelled one was encoded as that token, and the model could propose it."""
+    ckpt = open_checkpoint(replicas[variant])
+    tok, sp = ckpt.tokenizer, ckpt.special
+    plain = ["<|fim_middle|>", "<tool_call>"] + (["<think>"] if variant == "coda" else [])
+    for content in plain:
+        tid = tok.token_id(content)
+        assert tid is not None and tid in sp.banned, content
+        text = f"prompt = '{content}'\n"
+        assert tid not in tok.encode(text) and tok.decode(tok.encode(text)) == text
+
+
 def test_the_dream_family_needs_no_tokenizer_json(replicas):
     assert not (replicas["dream"] / "tokenizer.json").exists()
     tok = open_checkpoint(replicas["dream"]).tokenizer
