@@ -18,6 +18,7 @@ replays a captured graph (graphs.py); weights run in bf16 there.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass
@@ -193,7 +194,9 @@ class FamilyEngine:
         and the benchmarks' entry point)."""
         cfg = DenoiseConfig(span_length, steps, rule, threshold, temperature, top_p, greedy_first=greedy_first)
         if self.length == "expand":
-            outs = [self._expand_row(prefix_ids, suffix_ids, cfg, gen, deadline, cancelled) for _ in range(n)]
+            greedy = dataclasses.replace(cfg, temperature=0.0) if cfg.greedy_first else cfg   # candidate 0's
+            outs = [self._expand_row(prefix_ids, suffix_ids, greedy if i == 0 else cfg, gen, deadline, cancelled)
+                    for i in range(n)]
             first = outs[0]
             return Outcome([o.rows[0] for o in outs], sum(o.forwards for o in outs), max(o.steps for o in outs),
                            first.context_tokens, first.reused, first.encoded, any(o.deadline_hit for o in outs),

@@ -242,7 +242,7 @@ def test_windows_sent_with_their_ids_are_not_encoded_again(engines, monkeypatch)
         engine.complete(CompletionRequest(**{**request, "cut": True}, **ids))
 
 
-@pytest.mark.parametrize("variant", ["dream", "llada"])
+@pytest.mark.parametrize("variant", ["dream", "llada", "dreamon"])    # DreamOn: one candidate at a time
 def test_candidates_are_one_batch_and_the_greedy_one_matches_a_single_greedy_run(engines, variant):
     engine = engines[variant]
     request = dict(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=4, span_length=16)
