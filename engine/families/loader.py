@@ -113,7 +113,13 @@ def open_checkpoint(path, download: bool = False) -> Checkpoint:
 
 def build_backbone(ckpt: Checkpoint, device: torch.device, dtype: torch.dtype, weights: str = "checkpoint") -> Backbone:
     """The family's backbone with the checkpoint's weights, or random ones (weights="random")."""
-    backbone = ckpt.family.build(ckpt.config, str(ckpt.directory))
+    try:
+        backbone = ckpt.family.build(ckpt.config, str(ckpt.directory))
+    except CheckpointError:
+        raise
+    except Exception as err:     # a value of the wrong type or size, found by transformers or the arithmetic
+        raise CheckpointError(f"{ckpt.directory}/config.json cannot build a {ckpt.family.name} model: "
+                              f"{type(err).__name__}: {err}") from err
     if weights == "random":
         random_weights(backbone.module, device, dtype)
     else:

@@ -390,6 +390,16 @@ def test_weights_that_do_not_fit_the_config_are_named(replicas, tmp_path):
         Engine.load(directory, device="cpu")
 
 
+@pytest.mark.parametrize("variant,change", [("dream", {"num_attention_heads": 0}), ("dream", {"hidden_size": "64"}),
+                                            ("llada", {"n_heads": 0}), ("llada", {"max_sequence_length": None})])
+def test_config_values_a_model_cannot_be_built_from_are_named(replicas, tmp_path, variant, change):
+    broken = copy_of(replicas, variant, tmp_path)
+    config = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**config, **change}))
+    with pytest.raises(CheckpointError, match="config.json"):
+        Engine.load(broken, device="cpu")
+
+
 def test_a_config_mask_id_that_disagrees_with_the_tokenizer_is_refused(replicas, tmp_path):
     directory = copy_of(replicas, "coda", tmp_path)
     config = json.loads((directory / "config.json").read_text())
