@@ -49,7 +49,6 @@ ACCEPTED = "spanfill/accepted"
 REJECTED = "spanfill/rejected"
 ACCEPT_COMMAND = "spanfill.accept"
 PROGRESS_CREATE_TIMEOUT_S = 5.0     # a client that offers progress answers its create at once
-REGISTER_TIMEOUT_S = 5.0            # and one that offers dynamic registration its registerCapability
 
 
 class TurnTakingReader:
@@ -79,6 +78,10 @@ class SpanfillServer(LanguageServer):
         self.session = Session()
         self._progress_ids = itertools.count(1)
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
+        self._loads = 0                             # load_engine calls under way (from their start)
+        self._failed_load: str | None = None        # the last load failure shown, until a load succeeds
+        self.lost_documents: set[str] = set()       # forgotten because a change could not be read
+        self._background: set[asyncio.Task] = set()
         self.exit_code = 0                          # the process's, once the connection ends
         self.session.scheduler.on_failure = self.report_engine_failure
         self.session.on_notice = self.warn_user
@@ -164,6 +167,7 @@ class SpanfillServer(LanguageServer):
         say so once (its later changes, unread or not, go to a document the server no longer has)."""
         was_open = self.session.documents.get(uri) is not None
         self.session.forget(uri)
+        self.lost_documents.add(uri)
         if was_open or method == types.TEXT_DOCUMENT_DID_OPEN:
             self.warn_user(f"spanfill: no completions in {uri} until it is opened again: its {method} could not "
                            f"be read ({detail[:200]})")
@@ -197,10 +201,24 @@ class SpanfillServer(LanguageServer):
             return None
         return token
 
+    @property
+    def load_due(self) -> bool:
+        """Whether settings that name the same model should load it again: its load failed, none serves,
+        and no load is under way."""
+        return self.session.scheduler.state == "failed" and self._loads == 0
+
     async def load_engine(self) -> None:
+        self._loads += 1
+        try:
+            await self._load_engine()
+        finally:
+            self._loads -= 1
+
+    async def _load_engine(self) -> None:
         """Load the model named by the settings on the worker, with `$/progress` where the client
-        supports it. A model that fails to load is reported; the previous one keeps serving, and is
-        loaded again if it broke meanwhile (the scheduler's own reload was superseded by this load)."""
+        supports it. A model that fails to load is reported (the same failure again, logged); the
+        previous one keeps serving, and is loaded again if it broke meanwhile (the scheduler's own
+        reload was superseded by this load)."""
         settings = self.session.settings
         name = settings.model or "the shipped model"
         token = await self._progress_token()
@@ -219,7 +237,7 @@ class SpanfillServer(LanguageServer):
         try:
             engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype,
                                                        settings.engine_threads)
-            self._loaded = settings
+            self._loaded, self._failed_load = settings, None
             info = engine.info
             dtype = info["dtype"] + (" with int8 matmuls" if info["int8_matmuls"] else "")
             done = f"model ready: {info['model']} ({info['device']}, {dtype}, {info['params']:,} parameters)"
@@ -229,7 +247,9 @@ class SpanfillServer(LanguageServer):
             log.info("%s", done)
         except Exception as err:
             done = f"spanfill: could not load model {name}: {err}"
-            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=done))
+            if done != self._failed_load:     # a retry that fails alike (settings saved, a toggle) is logged only
+                self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=done))
+            self._failed_load = done
             log.error("%s", done)
             # keep serving with the model we have, and say so in the settings: unless newer settings name
             # another model, whose own load (queued behind this one) decides
@@ -242,7 +262,7 @@ class SpanfillServer(LanguageServer):
             self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
         if reload:
             log.info("the model that served broke while %s loaded: loading it again", name)
-            await self.load_engine()
+            await self._load_engine()
             return
         self.check_context_budget()
 
@@ -258,17 +278,18 @@ class SpanfillServer(LanguageServer):
         if not self.client_supports("text_document", "completion", "dynamic_registration"):
             self.warn_user(restart)
             return
-        register = asyncio.ensure_future(self.client_register_capability_async(types.RegistrationParams(registrations=[
-            types.Registration(id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
-                               register_options=types.CompletionRegistrationOptions(document_selector=None))])))
-        register.add_done_callback(lambda f: f.cancelled() or f.exception())    # a late failure: retrieved
-        try:   # shielded, as the progress token's: a late answer still finds its request waiting
-            await asyncio.wait_for(asyncio.shield(register), REGISTER_TIMEOUT_S)
-        except asyncio.TimeoutError:   # the settings' other changes (a model to load) do not wait on it
-            log.warning("no answer to client/registerCapability in %g s; the completion fallback is served "
-                        "once the client registers it", REGISTER_TIMEOUT_S)
+        try:
+            await self.client_register_capability_async(types.RegistrationParams(registrations=[
+                types.Registration(id="spanfill-completion", method=types.TEXT_DOCUMENT_COMPLETION,
+                                   register_options=types.CompletionRegistrationOptions(document_selector=None))]))
         except Exception as err:   # the client refused after all
             self.warn_user(f"{restart} (client/registerCapability failed: {err})")
+
+    def in_background(self, coroutine) -> None:
+        """Run `coroutine` beside the handler that starts it (held here: the loop keeps tasks weakly)."""
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
 
 server = SpanfillServer()
@@ -305,11 +326,11 @@ async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurat
             return
         raw = pulled[0] if pulled else None
     previous = ls.update_settings(raw)
-    if ls.session.settings.completion_fallback:
-        await ls.enable_fallback(dynamic=True)
+    if ls.session.settings.completion_fallback:      # beside the rest: a client may never answer registration
+        ls.in_background(ls.enable_fallback(dynamic=True))
     # settings that name another model load it; any settings retry a model that failed with none serving
     # (the user fixed its folder and saved the settings unchanged)
-    if ls.session.settings.engine_key != previous.engine_key or ls.session.scheduler.state == "failed":
+    if ls.session.settings.engine_key != previous.engine_key or ls.load_due:
         await ls.load_engine()
     else:
         ls.check_context_budget()
@@ -318,17 +339,21 @@ async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurat
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def on_open(ls: SpanfillServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.session.documents.open(params.text_document)
+    ls.lost_documents.discard(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def on_change(ls: SpanfillServer, params: types.DidChangeTextDocumentParams) -> None:
     if ls.session.documents.change(params) is None:
-        log.warning("didChange for %s, which is not open; ignored", params.text_document.uri)
+        uri = params.text_document.uri    # one forgotten after an unreadable change was told of then
+        log.log(logging.DEBUG if uri in ls.lost_documents else logging.WARNING,
+                "didChange for %s, which is not open; ignored", uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def on_close(ls: SpanfillServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.session.forget(params.text_document.uri)
+    ls.lost_documents.discard(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

@@ -199,7 +199,7 @@ class SpanfillProtocol(LanguageServerProtocol):
                 log.warning("dropped a malformed response: %s", message.detail())
         elif "id" not in data:
             log.warning("dropped notification %r with invalid params: %s", method, message.detail())
-            if method in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE):
+            if method in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE) and self._initialize_seen:
                 self._lost_document(data.get("params"), method, message.detail())
         elif isinstance(message.error, JsonRpcInvalidRequest):
             self._refuse(msg_id, message.error)
