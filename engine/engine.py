@@ -158,13 +158,14 @@ class Engine:
         tok = self.tokenizer
 
         t0 = time.perf_counter()
-        ids = context_ids(tok, req.prefix, req.suffix, req.snippets, self.budget, cut=req.cut,
-                          prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)
-        healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
-        ids = healing.ids
         # a diffusion request's AR check or fallback decodes up to the whole span, past a shortened one
         room = L if req.mode == "ar" else max(L, req.span_length or self.model.cfg.span_length)
         limit = self.model.cfg.max_positions - room
+        budget = self.budget if self.budget.total <= limit else Budget.scaled(limit)   # a longer span than the model's
+        ids = context_ids(tok, req.prefix, req.suffix, req.snippets, budget, cut=req.cut,
+                          prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)
+        healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
+        ids = healing.ids
         if len(ids) > limit:
             raise ValueError(f"context of {len(ids)} tokens plus a span of {room} exceeds the model's "
                              f"{self.model.cfg.max_positions} positions; pass cut=True or shorter windows")
@@ -300,7 +301,7 @@ class Engine:
             draft = [t for t in row[:end] if t not in (sp.pad, sp.mask)]
             late = deadline is not None and time.perf_counter() >= deadline
             if late or (req.cancelled is not None and req.cancelled()):   # the rest stay drafts: no pass each
-                outs.append(CheckOutput(row, len(draft), 0, late, not late))
+                outs.append(CheckOutput(row, 0, 0, late, not late))     # kept: none the check kept
                 continue
             outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept[0], L_ar, sp.eom, banned,
                                     healing.first_bias, stop, token_step, compiled.encode_every if compiled else None,

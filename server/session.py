@@ -55,7 +55,12 @@ class Session:
         key = (s.max_context_tokens, s.span_length, s.snippet_files)
         if self._builder is None or self._builder[0]() is not engine or self._builder[1] != key:
             total = self.context_tokens(engine)
-            mine = Budget.scaled(total) if total else engine.budget
+            if total is None:      # the model's budget, cut where a longer span than its own leaves less room
+                info = engine.info
+                room = info["max_positions"] - (s.span_length or info["span_length"])
+                mine = engine.budget if engine.budget.total <= room else Budget.scaled(room)
+            else:
+                mine = Budget.scaled(total)
             snippet_tokens = engine.budget.snippet_tokens   # the engine cuts snippets to this
             self._builder = weakref.ref(engine), key, ContextBuilder(
                 engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens, snippet_tokens, s.snippet_files)

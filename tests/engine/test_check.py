@@ -143,12 +143,14 @@ def test_candidates_the_deadline_finds_unchecked_stay_drafts(engine, monkeypatch
     def slow_check(*args, **kwargs):
         calls.append(1)
         out = check_draft(*args, **kwargs)
-        time.sleep(0.3)                   # past the request's deadline
+        time.sleep(2.1)                   # past the request's deadline
         return out
+    engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=4, temperature=0.8, seed=1))   # warm
     monkeypatch.setattr(engine_module, "check_draft", slow_check)
     result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=4, temperature=0.8, seed=1, check=0.1,
-                                               steps=CHECKED_STEPS, deadline_ms=200))
+                                               steps=CHECKED_STEPS, deadline_ms=2000))
     assert len(calls) == 1 and len(result.texts) == 4 and result.deadline_hit
+    assert result.kept_tokens[1:] == [0, 0, 0]          # none of theirs was kept by a check
     unchecked = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, n=4, temperature=0.8, seed=1, check=None,
                                                   steps=CHECKED_STEPS))
     assert result.texts[1:] == unchecked.texts[1:]      # the drafts as they were

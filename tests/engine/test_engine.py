@@ -315,6 +315,8 @@ def test_a_context_budget_past_the_positions_is_cut_to_them(tmp_path):
     prefix = "".join(f"value_{i} = compute({i}, {i + 1})\n" for i in range(300)) + "y = a"
     result = engine.complete(CompletionRequest(prefix=prefix, suffix=" + 1\n" * 200, cut=True))
     assert result.texts and result.context_tokens <= 200 - 32
+    longer = engine.complete(CompletionRequest(prefix=prefix, suffix=" + 1\n" * 200, cut=True, span_length=96))
+    assert longer.texts and longer.context_tokens <= 200 - 96      # a span longer than the model's leaves less
 
 
 @pytest.mark.parametrize("total", [0, 1, 9, 100, 224, 519, 520, 521, 1000, 4096])

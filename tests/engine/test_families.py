@@ -391,13 +391,26 @@ def test_weights_that_do_not_fit_the_config_are_named(replicas, tmp_path):
 
 
 @pytest.mark.parametrize("variant,change", [("dream", {"num_attention_heads": 0}), ("dream", {"hidden_size": "64"}),
-                                            ("llada", {"n_heads": 0}), ("llada", {"max_sequence_length": None})])
+                                            ("llada", {"n_heads": 0}), ("llada", {"max_sequence_length": None}),
+                                            ("dream", {"max_position_embeddings": 0}),
+                                            ("llada", {"max_sequence_length": -4})])
 def test_config_values_a_model_cannot_be_built_from_are_named(replicas, tmp_path, variant, change):
     broken = copy_of(replicas, variant, tmp_path)
     config = json.loads((broken / "config.json").read_text())
     (broken / "config.json").write_text(json.dumps({**config, **change}))
     with pytest.raises(CheckpointError, match="config.json"):
         Engine.load(broken, device="cpu")
+
+
+@pytest.mark.parametrize("weight_map,match", [({"model.embed_tokens.weight": 3}, "weight_map must map"),
+                                              ({"model.embed_tokens.weight": None}, "weight_map must map"),
+                                              ({"model.embed_tokens.weight": "../model.safetensors"}, "outside"),
+                                              ({"model.embed_tokens.weight": "/etc/x.safetensors"}, "outside")])
+def test_a_shard_index_naming_other_than_shard_files_in_the_folder_is_refused(replicas, tmp_path, weight_map, match):
+    directory = copy_of(replicas, "dream", tmp_path)           # sharded, with an index, as Dream ships
+    (directory / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    with pytest.raises(CheckpointError, match=match):
+        Engine.load(directory, device="cpu")
 
 
 def test_a_config_mask_id_that_disagrees_with_the_tokenizer_is_refused(replicas, tmp_path):

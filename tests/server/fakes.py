@@ -25,7 +25,7 @@ class FakeEngine:
     @property
     def info(self) -> dict:
         return {"model": "fake", "device": "cpu", "dtype": "float32", "params": 0, "span_length": 16,
-                "steps": self.steps, "max_context_tokens": 256, "int8_matmuls": False}
+                "steps": self.steps, "max_context_tokens": 256, "max_positions": 2048, "int8_matmuls": False}
 
     @property
     def cache_stats(self) -> dict:

@@ -15,7 +15,7 @@ import weakref
 import pytest
 from lsprotocol import types
 
-from spanfill.engine import Timings
+from spanfill.engine import Budget, Timings
 from spanfill.engine.core.tokenizer import Tokenizer
 from spanfill.server.completion import Query, inline_items, suggest
 from spanfill.server.session import Session
@@ -454,3 +454,22 @@ def test_the_fallback_item_is_the_first_line_by_lsp_s_line_breaks():
     items = completion_items(Answer(texts, here, [str(i) for i in range(len(texts))], False)).items
     assert [i.text_edit.new_text for i in items] == ['msg = "one\u2028two"', "x = 1\x0c  # page", "first", "a",
                                                      "line\n"]     # a blank first line offers nothing
+
+
+def test_the_context_windows_leave_room_for_a_span_longer_than_the_models(tok):
+    """With the model's own budget (no maxContextTokens) and a spanLength past the model's, the windows
+    shrink to what the positions leave beside that span: the engine refused every long file."""
+    class FewPositions(FakeEngine):
+        @property
+        def info(self) -> dict:
+            return {**super().info, "max_positions": 300}      # 256 of context + 16 of span fit; + 96 does not
+    engine = FewPositions(tok)
+    session = Session(Settings(span_length=96))
+    builder = session.context_builder(engine)
+    fits = Budget.scaled(300 - 96)        # the engine cuts the snippets to its share (prompt.context_ids)
+    assert (builder.prefix_tokens, builder.suffix_tokens) == (fits.prefix_tokens, fits.suffix_tokens)
+    assert fits.total <= 300 - 96
+    session.settings = Settings()
+    own = session.context_builder(engine)
+    assert (own.prefix_tokens, own.suffix_tokens, own.snippet_tokens) == (
+        engine.budget.prefix_tokens, engine.budget.suffix_tokens, engine.budget.snippet_tokens)
