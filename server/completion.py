@@ -87,8 +87,9 @@ class _Located:
 
 def _locate(session: Session, query: Query) -> _Located | None:
     doc = session.documents.get(query.uri)
-    if doc is None:
-        log.warning("completion requested for %s, which is not open; send didOpen first", query.uri)
+    if doc is None:     # one forgotten after an unreadable change: the user was told then
+        log.log(logging.DEBUG if query.uri in session.lost else logging.WARNING,
+                "completion requested for %s, which is not open; send didOpen first", query.uri)
         return None
     if not session.settings.enabled_for(doc.language_id):
         return None

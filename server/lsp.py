@@ -79,8 +79,7 @@ class SpanfillServer(LanguageServer):
         self._progress_ids = itertools.count(1)
         self._loaded: Settings | None = None       # the settings the serving model was loaded with
         self._loads = 0                             # load_engine calls under way (from their start)
-        self._failed_load: str | None = None        # the last load failure shown, until a load succeeds
-        self.lost_documents: set[str] = set()       # forgotten because a change could not be read
+        self._failed_load: tuple | None = None      # (engine_key, message) of the last failure shown
         self._background: set[asyncio.Task] = set()
         self.exit_code = 0                          # the process's, once the connection ends
         self.session.scheduler.on_failure = self.report_engine_failure
@@ -167,8 +166,8 @@ class SpanfillServer(LanguageServer):
         say so once (its later changes, unread or not, go to a document the server no longer has)."""
         was_open = self.session.documents.get(uri) is not None
         self.session.forget(uri)
-        self.lost_documents.add(uri)
         if was_open or method == types.TEXT_DOCUMENT_DID_OPEN:
+            self.session.lost.add(uri)
             self.warn_user(f"spanfill: no completions in {uri} until it is opened again: its {method} could not "
                            f"be read ({detail[:200]})")
 
@@ -247,9 +246,9 @@ class SpanfillServer(LanguageServer):
             log.info("%s", done)
         except Exception as err:
             done = f"spanfill: could not load model {name}: {err}"
-            if done != self._failed_load:     # a retry that fails alike (settings saved, a toggle) is logged only
+            if (settings.engine_key, done) != self._failed_load:   # a retry failing alike (a toggle) is logged only
                 self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=done))
-            self._failed_load = done
+            self._failed_load = settings.engine_key, done
             log.error("%s", done)
             # keep serving with the model we have, and say so in the settings: unless newer settings name
             # another model, whose own load (queued behind this one) decides
@@ -339,21 +338,21 @@ async def on_configuration(ls: SpanfillServer, params: types.DidChangeConfigurat
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def on_open(ls: SpanfillServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.session.documents.open(params.text_document)
-    ls.lost_documents.discard(params.text_document.uri)
+    ls.session.lost.discard(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
 def on_change(ls: SpanfillServer, params: types.DidChangeTextDocumentParams) -> None:
     if ls.session.documents.change(params) is None:
         uri = params.text_document.uri    # one forgotten after an unreadable change was told of then
-        log.log(logging.DEBUG if uri in ls.lost_documents else logging.WARNING,
+        log.log(logging.DEBUG if uri in ls.session.lost else logging.WARNING,
                 "didChange for %s, which is not open; ignored", uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
 def on_close(ls: SpanfillServer, params: types.DidCloseTextDocumentParams) -> None:
     ls.session.forget(params.text_document.uri)
-    ls.lost_documents.discard(params.text_document.uri)
+    ls.session.lost.discard(params.text_document.uri)
 
 
 @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())

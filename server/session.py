@@ -26,6 +26,7 @@ class Session:
         self.on_notice: Callable[[str], None] | None = None   # tells the user (the server shows it)
         self._builder: tuple[weakref.ref, tuple, ContextBuilder] | None = None   # (engine, settings, it)
         self._told_cut: tuple[int, int] | None = None          # (asked, used) of the last cut told
+        self.lost: set[str] = set()    # open documents forgotten (a change could not be read), the user told
 
     def context_tokens(self, engine: Engine) -> int | None:
         """`max_context_tokens`, cut to what `engine` holds beside the span (the engine refuses a

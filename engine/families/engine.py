@@ -148,8 +148,9 @@ class FamilyEngine:
         t0 = time.perf_counter()
         prefix, suffix = req.prefix, req.suffix
         if req.cut:   # snippets have no place in these models' infill prompts: they are left out
-            prefix = cut_prefix(self.tokenizer, prefix, self.budget.prefix_tokens)
-            suffix = cut_suffix(self.tokenizer, suffix, self.budget.suffix_tokens)
+            budget = self.budget_beside(DREAMON_MAX if self.family.expand else L)
+            prefix = cut_prefix(self.tokenizer, prefix, budget.prefix_tokens)
+            suffix = cut_suffix(self.tokenizer, suffix, budget.suffix_tokens)
         # windows the caller cut may come with their ids (the server's): not encoded again
         prefix_ids = self.tokenizer.encode(prefix) if req.prefix_ids is None else req.prefix_ids
         suffix_ids = self.tokenizer.encode(suffix) if req.suffix_ids is None else req.suffix_ids
@@ -176,6 +177,14 @@ class FamilyEngine:
         self.prefixes.count(out.reused, out.encoded)
         return CompletionResult(texts, out.context_tokens, out.reused, out.encoded, out.forwards, finished,
                                 out.deadline_hit, out.cancelled, timings)
+
+    def budget_beside(self, span: int) -> Budget:
+        """The windows' budget, cut where the model's positions leave less beside a span of `span` and
+        the prompt's bos and eos."""
+        room = max(0, self.backbone.shape.max_positions - span - 2)
+        if self.budget.prefix_tokens + self.budget.suffix_tokens <= room:
+            return self.budget
+        return Budget(int(room * 0.75), room - int(room * 0.75), 0)
 
     # -- denoising -------------------------------------------------------------------------------
     def layout(self, prefix_ids: list[int], suffix_ids: list[int], length: int, span: list[int] | None = None) -> Layout:

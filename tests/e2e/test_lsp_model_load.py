@@ -52,6 +52,10 @@ async def reloaded(client: LanguageClient, settings: dict):
 async def test_the_same_settings_retry_a_model_that_failed_to_load(client: LanguageClient, model_folder, tiny_model):
     first = await wait_until_loaded(client)
     assert first.state == "failed" and first.model is None
+    for _ in range(100):          # the state may read "failed" a turn before the message is sent
+        if load_failures(client)[1]:
+            break
+        await asyncio.sleep(0.05)
     assert load_failures(client)[1] == 1
     settings = options(model_folder)
 

@@ -411,6 +411,8 @@ def test_a_change_the_server_cannot_read_forgets_the_document_until_it_is_opened
     server.call("spanfill/status", {})
     assert len([n for n in server.notifications if n["method"] == "window/showMessage"
                 and uri in n["params"]["message"]]) == 1          # told once
+    assert not [n for n in server.notifications if n["method"] == "window/logMessage"
+                and uri in n["params"]["message"] and "not open" in n["params"]["message"]]   # nor at every key
     changed = text.replace("return a", "return a + b")
     server.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 4,
                                                              "text": changed}})

@@ -413,6 +413,19 @@ def test_a_shard_index_naming_other_than_shard_files_in_the_folder_is_refused(re
         Engine.load(directory, device="cpu")
 
 
+@pytest.mark.parametrize("variant", ["dream", "dreamon"])
+def test_windows_cut_to_the_positions_a_model_has(replicas, tmp_path, variant):
+    """A model with fewer positions than the default windows and a span: cut=True requests on a long
+    file are cut to fit, not refused."""
+    directory = copy_of(replicas, variant, tmp_path)
+    config = json.loads((directory / "config.json").read_text())
+    (directory / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 160}))
+    engine = Engine.load(directory, device="cpu", dtype="fp32")
+    prefix = "".join(f"value_{i} = compute({i}, {i + 1})\n" for i in range(400)) + "y = a"
+    result = engine.complete(CompletionRequest(prefix=prefix, suffix=" + 1\n" * 300, steps=2))
+    assert len(result.texts) == 1 and result.context_tokens <= 160
+
+
 def test_a_config_mask_id_that_disagrees_with_the_tokenizer_is_refused(replicas, tmp_path):
     directory = copy_of(replicas, "coda", tmp_path)
     config = json.loads((directory / "config.json").read_text())
