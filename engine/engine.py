@@ -161,7 +161,7 @@ class Engine:
         # a diffusion request's AR check or fallback decodes up to the whole span, past a shortened one
         room = L if req.mode == "ar" else max(L, req.span_length or self.model.cfg.span_length)
         limit = self.model.cfg.max_positions - room
-        budget = self.budget if self.budget.total <= limit else Budget.scaled(limit)   # a longer span than the model's
+        budget = self.budget.within(limit)     # less where a span longer than the model's leaves less
         ids = context_ids(tok, req.prefix, req.suffix, req.snippets, budget, cut=req.cut,
                           prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)
         healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)

@@ -59,7 +59,7 @@ class Session:
             if total is None:      # the model's budget, cut where a longer span than its own leaves less room
                 info = engine.info
                 room = info["max_positions"] - (s.span_length or info["span_length"])
-                mine = engine.budget if engine.budget.total <= room else Budget.scaled(room)
+                mine = engine.budget.within(room)
             else:
                 mine = Budget.scaled(total)
             snippet_tokens = engine.budget.snippet_tokens   # the engine cuts snippets to this

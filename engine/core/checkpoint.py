@@ -173,13 +173,18 @@ def _index(directory: Path) -> dict[str, str]:
         weight_map = json.loads((directory / INDEX).read_text())["weight_map"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError) as err:
         raise CheckpointError(f"{directory}/{INDEX} is not a safetensors index ({err}); re-export the checkpoint") from err
-    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(f, str) for k, f in weight_map.items()):
-        raise CheckpointError(f"{directory}/{INDEX}: weight_map must map tensor names to shard file names; "
-                              "re-export the checkpoint")
-    bad = [f for f in set(weight_map.values()) if Path(f).name != f or not f.endswith(".safetensors")]
-    if bad:
-        raise CheckpointError(f"{directory}/{INDEX} names shard files outside the directory: {', '.join(sorted(bad))}")
+    check_weight_map(directory / INDEX, weight_map, "re-export the checkpoint")
     return weight_map
+
+
+def check_weight_map(index: Path, weight_map, remedy: str) -> None:
+    """CheckpointError unless a shard index's weight_map maps tensor names to safetensors files in the
+    index's own directory (spanfill's checkpoints and the public ones alike)."""
+    if not isinstance(weight_map, dict) or not all(isinstance(k, str) and isinstance(f, str) for k, f in weight_map.items()):
+        raise CheckpointError(f"{index}: weight_map must map tensor names to shard file names; {remedy}")
+    bad = sorted({f for f in weight_map.values() if Path(f).name != f or not f.endswith(".safetensors")})
+    if bad:
+        raise CheckpointError(f"{index} names shard files outside the directory: {', '.join(bad[:3])}; {remedy}")
 
 
 def _read_weights(directory: Path) -> dict[str, torch.Tensor]:

@@ -38,6 +38,10 @@ class Budget:
         return cls(int(default.prefix_tokens * scale), int(default.suffix_tokens * scale),
                    int(default.snippet_tokens * scale))
 
+    def within(self, total_tokens: int) -> "Budget":
+        """This budget where its total fits total_tokens, else the trained split scaled to them."""
+        return self if self.total <= total_tokens else Budget.scaled(total_tokens)
+
     @property
     def text_tokens(self) -> int:
         return self.prefix_tokens + self.suffix_tokens + self.snippet_tokens

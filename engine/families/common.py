@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 import torch
 from safetensors import SafetensorError, safe_open
 
-from ..core.checkpoint import CheckpointError
+from ..core.checkpoint import CheckpointError, check_weight_map
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
@@ -95,12 +95,7 @@ def weight_map(directory: Path) -> dict[str, Path]:
         mapping = read_json(index, "the index").get("weight_map")
         if not isinstance(mapping, dict) or not mapping:
             raise CheckpointError(f"{index} has no weight_map; download the index again")
-        if not all(isinstance(name, str) and isinstance(shard, str) for name, shard in mapping.items()):
-            raise CheckpointError(f"{index}: weight_map must map tensor names to shard file names; download the "
-                                  "index again")
-        outside = sorted({s for s in mapping.values() if Path(s).name != s or not s.endswith(".safetensors")})
-        if outside:    # read from the checkpoint's folder only
-            raise CheckpointError(f"{index} names shard files outside the checkpoint's folder: {', '.join(outside[:3])}")
+        check_weight_map(index, mapping, "download the index again")
         shards = sorted(set(mapping.values()))
         missing = [s for s in shards if not (directory / s).is_file()]
         if missing:

@@ -18,10 +18,9 @@ replays a captured graph (graphs.py); weights run in bf16 there.
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -203,7 +202,7 @@ class FamilyEngine:
         and the benchmarks' entry point)."""
         cfg = DenoiseConfig(span_length, steps, rule, threshold, temperature, top_p, greedy_first=greedy_first)
         if self.length == "expand":
-            greedy = dataclasses.replace(cfg, temperature=0.0) if cfg.greedy_first else cfg   # candidate 0's
+            greedy = replace(cfg, temperature=0.0) if cfg.greedy_first else cfg   # candidate 0's
             outs = [self._expand_row(prefix_ids, suffix_ids, greedy if i == 0 else cfg, gen, deadline, cancelled)
                     for i in range(n)]
             first = outs[0]

@@ -7,9 +7,7 @@ refused even though its remote code could run it.
 """
 from __future__ import annotations
 
-import dataclasses
-
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -122,7 +120,7 @@ def build_backbone(ckpt: Checkpoint, device: torch.device, dtype: torch.dtype, w
     except Exception as err:     # a value of the wrong type or size, found by transformers or the arithmetic
         raise CheckpointError(f"{ckpt.directory}/config.json cannot build a {ckpt.family.name} model: "
                               f"{type(err).__name__}: {err}") from err
-    sizes = dataclasses.asdict(backbone.shape)
+    sizes = asdict(backbone.shape)
     if bad := {k: v for k, v in sizes.items() if not isinstance(v, int) or v < 1}:
         raise CheckpointError(f"{ckpt.directory}/config.json gives a {ckpt.family.name} model "
                               f"{', '.join(f'{k}={v!r}' for k, v in bad.items())}: each must be a positive integer")

@@ -8,8 +8,9 @@ pre-tokenizer pattern, byte-level. Added tokens must land on the ids added_token
 Text is encoded with special-token matching off (a file containing "<|mask|>" cannot inject a mask);
 special tokens are inserted by id. Added tokens a checkpoint leaves non-special but shaped as control
 tokens (Qwen's `<|fim_prefix|>`, `<tool_call>`, Qwen3's `<think>`: CONTROL_SHAPE) count as special:
-text that spells one encodes as text, and the model's proposing one is banned with the others. Byte-level vocabularies decode through an exact token -> bytes
-table, so a span cut inside a UTF-8 character drops the partial character instead of garbling it.
+text that spells one encodes as text, and the model's proposing one is banned with the others.
+Byte-level vocabularies decode through an exact token -> bytes table, so a span cut inside a UTF-8
+character drops the partial character instead of garbling it.
 The interface is what the server's window cutting uses: encode, encode_batch, decode, line_counts.
 """
 from __future__ import annotations
