@@ -142,6 +142,72 @@ def test_an_edit_rescans_only_around_itself_and_the_line_starts_equal_a_fresh_sc
         assert starts == [0] + [m.end() for m in scan.finditer(doc.text)], (version, doc.text)
 
 
+@pytest.mark.parametrize("encoding", [UTF16, UTF8, UTF32])
+def test_a_batch_of_changes_leaves_what_applying_them_one_by_one_leaves(encoding):
+    """A didChange with several changes is applied to the document's lines (documents.LineEdits);
+    the text, its line starts and the offset after the last edit are those of applying the changes
+    one at a time: random batches over text made of \r, \n and astral characters (a \r\n forms or
+    splits at an edit's ends), positions past a line's end or the document's, a whole-document change
+    among them."""
+    rng = random.Random(11)
+    alphabet = ["a", "b", "\r", "\n", "\r\n", "é", "😀", "\ud83d"]
+
+    def some_text(n):
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    for trial in range(300):
+        text = some_text(rng.choice([0, 1, 5, 40, 200]))
+        one_by_one = Document("file:///w/r.py", "python", 1, text)
+        changes = []
+        for _ in range(rng.choice([2, 3, 8, 30])):
+            if rng.random() < 0.03:
+                change = types.TextDocumentContentChangeWholeDocument(some_text(rng.choice([0, 3, 30])))
+            else:
+                lines = len(one_by_one.line_starts)
+                a = P(rng.randrange(lines + 2), rng.randrange(12))      # a line or a column past the end clamps
+                b = P(min(a.line + rng.choice([0, 0, 1, 2]), lines + 2), rng.randrange(12))
+                change = types.TextDocumentContentChangePartial(range=types.Range(a, b),
+                                                                text=some_text(rng.choice([0, 1, 2, 6])))
+            one_by_one.apply_change(change, encoding)
+            changes.append(change)
+        batched = Document("file:///w/r.py", "python", 1, text)
+        batched.apply_changes(changes, encoding)
+        assert batched.text == one_by_one.text, (trial, text, changes)
+        assert batched.line_starts == one_by_one.line_starts == [0] + [m.end() for m in LINE_BREAK.finditer(batched.text)]
+        assert batched.last_edit == one_by_one.last_edit, (trial, text, changes)
+
+
+def test_a_replace_all_builds_the_text_once_and_scans_only_the_lines_it_touches(monkeypatch):
+    """10,000 one-line edits to a 100,000-line document in one didChange build the document's text
+    once (apply_change copied the whole text at each edit: tens of seconds on the event loop) and
+    scan for line breaks no more than the lines they touch and the line before each, besides one scan
+    of the text to split it into lines."""
+    builds = []
+
+    class Counting(Document):
+        def __setattr__(self, name, value):
+            if name == "text":
+                builds.append(len(value))
+            super().__setattr__(name, value)
+
+    counting = CountingPattern(LINE_BREAK)
+    monkeypatch.setattr(documents, "Document", Counting)
+    monkeypatch.setattr(documents, "LINE_BREAK", counting)
+    text = "".join(f"    value_{i} = compute(alpha, beta)\n" for i in range(100_000))
+    store = DocumentStore(UTF16)
+    store.open(types.TextDocumentItem("file:///w/big.py", "python", 1, text))
+    changes = [types.TextDocumentContentChangePartial(range=types.Range(P(line, 4), P(line, 9)), text="result")
+               for line in range(99_990, -1, -10)]
+    builds.clear()
+    counting.scanned.clear()
+    store.change(types.DidChangeTextDocumentParams(types.VersionedTextDocumentIdentifier(version=2, uri="file:///w/big.py"),
+                                                   changes))
+    d = store.get("file:///w/big.py")
+    assert d.text.count("result") == 10_000 and d.line_text(99_990).startswith("    result_99990")
+    assert len(builds) == 1
+    assert counting.scanned[0] == len(text) and sum(counting.scanned[1:]) < 10_000 * 3 * 45
+
+
 @pytest.mark.parametrize("encoding", [UTF16, UTF8])
 def test_lone_surrogates_count_the_same_both_ways(encoding):
     """A client mid-way through typing a pair sends one half: it is one code point here and one
