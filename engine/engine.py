@@ -23,7 +23,7 @@ from .decoding.check import CheckOutput, check_draft, resolve_check
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
-from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise
+from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, passed
 from .decoding.neighbours import repeatable_tokens
 from .decoding.length import head_end, resolve_length, shrink_lengths, start_span
 from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
@@ -299,7 +299,7 @@ class Engine:
         for row, temp in zip(rows, temps):
             end = row.index(sp.eom) + 1 if sp.eom in row else len(row)
             draft = [t for t in row[:end] if t not in (sp.pad, sp.mask)]
-            late = deadline is not None and time.perf_counter() >= deadline
+            late = passed(deadline)
             if late or (req.cancelled is not None and req.cancelled()):   # the rest stay drafts: no pass each
                 outs.append(CheckOutput(row, 0, 0, late, not late))     # kept: none the check kept
                 continue

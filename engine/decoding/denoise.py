@@ -177,6 +177,11 @@ class Step:
         return {"fixed": ("k", self.k), "content": ("left", self.left)}.get(rule, ())
 
 
+def passed(deadline: float | None) -> bool:
+    """Whether a request's deadline (time.perf_counter() seconds; None: none) has passed."""
+    return deadline is not None and time.perf_counter() >= deadline
+
+
 class StepPlan:
     """The steps of one request: the last one (or the first after the deadline has passed) is final.
     Iteration stops when `cancelled()` turns true; afterwards `deadline_hit` and `was_cancelled` say
@@ -194,7 +199,7 @@ class StepPlan:
                 self.was_cancelled = True
                 return
             left = len(self.schedule) - step
-            if left > 1 and self.deadline is not None and time.perf_counter() >= self.deadline:
+            if left > 1 and passed(self.deadline):
                 left, self.deadline_hit = 1, True
             yield Step(k, left)
 
@@ -335,7 +340,7 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
         tokens.append(int(token))
         if tokens[-1] == eom_id or (stop is not None and stop(tokens)):
             break
-        if deadline is not None and time.perf_counter() >= deadline:
+        if passed(deadline):
             deadline_hit = True
             break
         if i + 1 < max_tokens:

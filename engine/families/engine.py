@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..api import CompletionRequest, CompletionResult, Timings, begin, check_request
-from ..decoding.denoise import DenoiseConfig, StepPlan, apply_commit, choose_commit, pick_tokens
+from ..decoding.denoise import DenoiseConfig, StepPlan, apply_commit, choose_commit, passed, pick_tokens
 from ..decoding.prompt import Budget, cut_prefix, cut_suffix
 from .common import Backbone
 from .dual_cache import DualCache, PrefixStore, Recorder
@@ -203,8 +203,12 @@ class FamilyEngine:
         cfg = DenoiseConfig(span_length, steps, rule, threshold, temperature, top_p, greedy_first=greedy_first)
         if self.length == "expand":
             greedy = replace(cfg, temperature=0.0) if cfg.greedy_first else cfg   # candidate 0's
-            outs = [self._expand_row(prefix_ids, suffix_ids, greedy if i == 0 else cfg, gen, deadline, cancelled)
-                    for i in range(n)]
+            outs = []
+            for i in range(n):      # one at a time: a candidate begun after the deadline is left empty
+                if i > 0 and passed(deadline):
+                    outs.append(Outcome([[]], 0, 0, 0, 0, 0, True, False))
+                    continue
+                outs.append(self._expand_row(prefix_ids, suffix_ids, greedy if i == 0 else cfg, gen, deadline, cancelled))
             first = outs[0]
             return Outcome([o.rows[0] for o in outs], sum(o.forwards for o in outs), max(o.steps for o in outs),
                            first.context_tokens, first.reused, first.encoded, any(o.deadline_hit for o in outs),
@@ -306,14 +310,16 @@ class FamilyEngine:
         record = self.dual_cache
         hidden, recorder, reused = self.full_forward(layouts, record=record)
         forwards, encoded = 1, len(layouts[0].ids) - reused
-        choice = 0
+        choice, ended_at = 0, None
         if self.length == "confidence":
             masked = torch.ones(hidden.shape[:2], dtype=torch.bool, device=self.device)
             confidence, _ = self.pick(hidden, masked, None, None, self.bias)
             choice = choose_length(length_scores(confidence, lengths))
         elif self.length == "eos" and L > 1:
             chosen = int(end_split(self._end_probability(hidden))[0])
-            if chosen < L:
+            if chosen < L and passed(deadline):
+                ended_at = chosen     # no time to lay the span out at that length: this one ends there
+            elif chosen < L:
                 layouts = [self.layout(prefix_ids, suffix_ids, chosen)]
                 hidden, recorder, _ = self.full_forward(layouts, record=record)
                 forwards += 1
@@ -327,6 +333,8 @@ class FamilyEngine:
         l = lay.length
         span = torch.full((n, l), self.special.mask, dtype=torch.long, device=self.device)
         masked = torch.ones(n, l, dtype=torch.bool, device=self.device)
+        if ended_at is not None:
+            span[:, ended_at:], masked[:, ended_at:] = self.special.ends[0], False
         cfg = DenoiseConfig(**{**cfg.__dict__, "span_length": l})
         plan = StepPlan(l, cfg.steps, deadline, cancelled)
         end, steps = self.special.ends[0], 0

@@ -18,6 +18,7 @@ from transformers import (LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCa
                           Qwen3ForCausalLM)
 
 from spanfill.engine import CancelledError, CheckpointError, CompletionRequest, Engine
+from spanfill.engine.families import engine as family_engine
 from spanfill.engine.families.engine import FamilyEngine
 from spanfill.engine.families.loader import build_backbone, open_checkpoint
 from spanfill.engine.families.replica import FAMILY_OF, VARIANTS, build_replica
@@ -304,6 +305,34 @@ def test_cancelled_before_start_and_the_deadline_end_the_denoising(engines):
         engine.complete(CompletionRequest(prefix="x", suffix="", cancelled=lambda: True))
     result = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=8, deadline_ms=0))
     assert result.deadline_hit and result.steps_run == 1
+
+
+def test_past_the_deadline_dreamon_leaves_later_candidates_empty(engines):
+    """DreamOn decodes its candidates one at a time: one begun after the deadline is left empty (each
+    ran a forward pass past it), the first still answers."""
+    result = engines["dreamon"].complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=4,
+                                                           n=3, deadline_ms=0))
+    assert result.deadline_hit and result.forward_passes == 1
+    assert len(result.texts) == 3 and result.texts[1:] == ["", ""]
+
+
+def test_past_the_deadline_the_eos_length_ends_the_span_without_a_second_forward(engines, monkeypatch):
+    """The `eos` strategy lays the span out again at the length its first forward chose (a second
+    full forward); past the deadline it ends the span it has at that length instead."""
+    engine = engines["dream"]
+    assert engine.length == "eos"
+    monkeypatch.setattr(family_engine, "end_split", lambda p_end: torch.tensor([3]))
+    full = []
+    real_full_forward = FamilyEngine.full_forward
+    monkeypatch.setattr(FamilyEngine, "full_forward", lambda self, layouts, spans=None, record=True: (
+        full.append([lay.length for lay in layouts]) or real_full_forward(self, layouts, spans, record)))
+    late = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=4, span_length=8,
+                                             deadline_ms=0))
+    assert late.deadline_hit and late.forward_passes == 1 and full == [[8]]
+    assert len(engine.tokenizer.encode(late.texts[0])) <= 3
+    full.clear()
+    in_time = engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, steps=4, span_length=8))
+    assert not in_time.deadline_hit and full[:2] == [[8], [3]]       # the span laid out again at its length
 
 
 def test_ar_mode_is_refused_with_a_reason(engines):
