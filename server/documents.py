@@ -135,8 +135,9 @@ class Document:
         applied to the document's lines, each edit rewriting the few lines it touches, and the text
         is joined once at the end: apply_change copies the whole text at each edit (10,000 matches
         in a 4 MB file held the event loop for tens of seconds)."""
-        if len(changes) == 1:
-            self.apply_change(changes[0], encoding)
+        if len(changes) <= 1:     # none: the document and the place of its last edit stay as they are
+            for change in changes:
+                self.apply_change(change, encoding)
             return
         lines = LineEdits(self.text)
         for change in changes:
@@ -152,7 +153,7 @@ class Document:
         """Bring the line starts up to date after text[start:end] became `inserted` characters (in
         self.text now), rescanning only around the edit: a batch of edits (a replace-all sends one
         per match) costs no rescan of the whole text each. A line break is at most two characters
-        (\r\n), and one can pair with a neighbour of the edit, so the rescan takes one unchanged
+        (\\r\\n), and one can pair with a neighbour of the edit, so the rescan takes one unchanged
         character on each side: starts up to start - 1 and from end + 2 on keep their line breaks."""
         old = self._starts
         if old is None:
@@ -174,13 +175,15 @@ def split_lines(text: str) -> tuple[list[str], list[int]]:
 
 class LineEdits:
     """A text as its lines, each with its line break (the last without one), for a batch of edits:
-    an edit rewrites the lines it touches and the line before them (a \r ending that line and a \n
-    the edit puts first form one break; the line an edit ends in keeps its own break, so the lines
-    after it are untouched), so its cost is those lines' length and not the document's."""
+    an edit rewrites the lines it touches and the line before them (a \\r ending that line and a
+    \\n the edit puts first form one break; the line an edit ends in keeps its own break, so the
+    lines after it are untouched), so its cost is those lines' length and not the document's. A
+    change that raises part-way through a batch leaves the document as it was."""
 
     def __init__(self, text: str):
         self.lines, _ = split_lines(text)
-        self.end = (len(self.lines) - 1, len(self.lines[-1]))   # (line, column) just after the last edit
+        # (line, column) just after the last edit; before any, the text's end (a whole-document change's)
+        self.end = (len(self.lines) - 1, len(self.lines[-1]))
 
     def _locate(self, position: types.Position, encoding: str) -> tuple[int, int]:
         """(line, column in code points) of a client position, clamped as Document.offset_at(clamp=True)."""
@@ -193,6 +196,8 @@ class LineEdits:
         return position.line, units_to_chars(line, position.character, encoding)
 
     def replace(self, span: types.Range, text: str, encoding: str) -> None:
+        """Replace `span` (client positions, clamped; an end before the start is the start, as in
+        apply_change) with `text`."""
         start, end = self._locate(span.start, encoding), self._locate(span.end, encoding)
         end = max(start, end)
         lo, hi = max(0, start[0] - 1), end[0] + 1

@@ -177,6 +177,14 @@ def test_a_batch_of_changes_leaves_what_applying_them_one_by_one_leaves(encoding
         assert batched.last_edit == one_by_one.last_edit, (trial, text, changes)
 
 
+def test_a_change_notification_with_no_changes_leaves_the_document_and_its_last_edit():
+    d = doc("hello\nworld")
+    d.apply_change(types.TextDocumentContentChangePartial(range=types.Range(P(0, 1), P(0, 2)), text="E"), UTF16)
+    edited_at = d.edited_at
+    d.apply_changes([], UTF16)
+    assert (d.text, d.last_edit, d.line_starts, d.edited_at) == ("hEllo\nworld", 2, [0, 6], edited_at)
+
+
 def test_a_replace_all_builds_the_text_once_and_scans_only_the_lines_it_touches(monkeypatch):
     """10,000 one-line edits to a 100,000-line document in one didChange build the document's text
     once (apply_change copied the whole text at each edit: tens of seconds on the event loop) and
