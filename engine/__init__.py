@@ -34,6 +34,8 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "Shown": ".decoding.postprocess",
     "to_lf": ".decoding.postprocess",
     "read_split": ".training.corpus",
+    "FRESH_LIST": ".training.fresh",
+    "build_fresh_set": ".training.fresh",
     "Task": ".tools.scoring",
     "Score": ".tools.scoring",
     "warm": ".tools.scoring",

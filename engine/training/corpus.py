@@ -64,9 +64,15 @@ def line_keys(text: str) -> set[int]:
 
 
 def held_out_versions(train: list[CorpusFile], held: list[CorpusFile]) -> set[int]:
-    """Indices of the train files that are versions of a held-out file: they share at least
-    VERSION_SHARE of the smaller file's distinctive lines (those in at most COMMON_LINE_FILES files)
-    with one held-out file. Only lines that occur in held-out files are counted across the corpus."""
+    """Indices of the train files that are versions of a held-out file (`version_pairs`)."""
+    return {t for t, _ in version_pairs(train, held)}
+
+
+def version_pairs(train: list[CorpusFile], held: list[CorpusFile]) -> set[tuple[int, int]]:
+    """(train index, held-out index) of each train file that is a version of a held-out file: they
+    share at least VERSION_SHARE of the smaller file's distinctive lines (those in at most
+    COMMON_LINE_FILES files). Only lines that occur in held-out files are counted across the corpus,
+    so `train` may be far larger than `held`."""
     held_keys = [line_keys(f.text) for f in held]
     where: dict[int, list[int]] = collections.defaultdict(list)      # line -> held-out files with it
     for i, keys in enumerate(held_keys):
@@ -82,16 +88,15 @@ def held_out_versions(train: list[CorpusFile], held: list[CorpusFile]) -> set[in
         sizes.append(len(keys))
     common = {key for key, n in files_with.items() if n > COMMON_LINE_FILES}
     held_sizes = [len(keys - common) for keys in held_keys]
-    versions = set()
+    pairs = set()
     for t, shared in enumerate(shared_lines):
         evidence = shared - common
         if not evidence:
             continue
         size = sizes[t] - len(shared & common)
         per_file = collections.Counter(i for key in evidence for i in where[key])
-        if any(n >= VERSION_SHARE * max(1, min(size, held_sizes[i])) for i, n in per_file.items()):
-            versions.add(t)
-    return versions
+        pairs.update((t, i) for i, n in per_file.items() if n >= VERSION_SHARE * max(1, min(size, held_sizes[i])))
+    return pairs
 
 
 def reject_reason(path: Path, data: bytes) -> str | None:
