@@ -8,7 +8,6 @@ split (`benchmarks/checkpoints.py --data OUT`).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -22,9 +21,8 @@ def main(argv=None) -> int:
                     help="`spanfill data` outputs a model trained on: their files and versions are left out")
     ap.add_argument("--list", type=Path, default=FRESH_LIST)
     args = ap.parse_args(argv)
-    stats = build_fresh_set(args.out, args.corpus, args.list)
-    stats["command"] = "python benchmarks/fresh_set.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    (args.out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
+    stats = build_fresh_set(args.out, args.corpus, args.list,
+                            "python benchmarks/fresh_set.py " + " ".join(argv if argv is not None else sys.argv[1:]))
     print(f"{stats['kept']} files kept of {stats['read']} ({stats['copies']} copies and {stats['versions']} versions "
           f"of the corpus's {stats['corpus_files']} files left out): {args.out / 'held_out.jsonl'}")
     return 0

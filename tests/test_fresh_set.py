@@ -55,3 +55,4 @@ def test_the_set_is_written_from_the_installed_packages(tmp_path, monkeypatch):
     assert sorted(Path(f.path).parent.name for f in files) == sorted(p.name for p in read_list(fresh.FRESH_LIST)[:3])
     stats = json.loads((out / "stats.json").read_text())
     assert (stats["read"], stats["copies"], stats["kept"]) == (4, 1, 3)
+    assert stats["command"] == f"python benchmarks/fresh_set.py --out {out} --corpus {corpus}"

@@ -26,9 +26,10 @@ def fresh_files(files: list[CorpusFile], corpus: list[CorpusFile]) -> tuple[list
     return kept, {"copies": len(copies), "versions": len(versions), "kept": len(kept)}
 
 
-def build_fresh_set(out: Path, corpus_builds: list[Path], package_list: Path = FRESH_LIST) -> dict:
-    """Write out/held_out.jsonl (what every benchmark's --data reads) and out/stats.json; the packages
-    stay in out/packages. Returns the stats."""
+def build_fresh_set(out: Path, corpus_builds: list[Path], package_list: Path = FRESH_LIST,
+                    command: str | None = None) -> dict:
+    """Write out/held_out.jsonl (what every benchmark's --data reads) and out/stats.json (with the
+    `command` that built it, where given); the packages stay in out/packages. Returns the stats."""
     out = Path(out)
     packages = read_list(package_list)
     target = out / "packages"
@@ -42,6 +43,7 @@ def build_fresh_set(out: Path, corpus_builds: list[Path], package_list: Path = F
     stats = {"packages": {p.requirement: licences.get(canonical_name(p.name), "unknown") for p in packages},
              "rejected": collected["rejected"], "read": len(train) + len(held),
              "corpus": [str(c) for c in corpus_builds], "corpus_files": len(corpus), **counts,
-             "bytes": sum(len(f.text.encode("utf-8", "surrogatepass")) for f in kept)}
+             "bytes": sum(len(f.text.encode("utf-8", "surrogatepass")) for f in kept),
+             **({"command": command} if command else {})}
     (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n")
     return stats
