@@ -82,10 +82,17 @@ def apply_line_policy(text: str, cur: Cursor) -> str:
 
 
 def trim_suffix_overlap(text: str, cur: Cursor) -> str:
-    """`foo(|)` + `a, b)` -> `a, b`: drop the longest tail of `text` that the suffix starts with."""
+    """`foo(|)` + `a, b)` -> `a, b`: drop the longest tail of `text` that the suffix starts with, but
+    never a closer of a bracket the text opened itself: at `sum(|)`, `len(items)` ends as the suffix
+    starts and repeats nothing."""
+    own = None
     for k in range(min(len(text), len(cur.after), OVERLAP_SCAN), 0, -1):
         if text.endswith(cur.after[:k]):
-            return text[:-k]
+            if own is None:     # the closers the text matches itself: not a repeat of the suffix's
+                unmatched = {i for i, _ in unmatched_closers(text)}
+                own = [i for i, ch in _brackets(text) if ch in CLOSERS and i not in unmatched]
+            if not own or own[-1] < len(text) - k:
+                return text[:-k]
     return text
 
 
@@ -120,13 +127,34 @@ def unmatched_closers(text: str) -> list[tuple[int, str]]:
     return unmatched
 
 
+def unmatched_openers(text: str) -> list[int]:
+    """The indices of the brackets `text` leaves open, innermost last."""
+    stack: list[tuple[int, str]] = []
+    for i, ch in _brackets(text):
+        if ch in OPENERS:
+            stack.append((i, ch))
+        elif stack and stack[-1][1] == CLOSERS[ch]:
+            stack.pop()
+    return [i for i, _ in stack]
+
+
 def drop_closed_brackets(text: str, cur: Cursor) -> str:
     """Cut the completion at its first bracket that closes something opened before the cursor
-    when the suffix (rest of the line and the next line) closes that same bracket."""
+    when the suffix (rest of the line and the next line) closes that same bracket. A closer that
+    starts the next line closes the bracket opened on a line indented as it is: less indented than
+    the line of the innermost bracket open before the cursor, it closes an outer one
+    (`print(\n    len(|` above `)`), and the completion's closer is the inner one's."""
     nearby = "\n".join(cur.after.split("\n")[:2])
-    pending = [ch for _, ch in unmatched_closers(nearby)]
+    found = unmatched_closers(nearby)
+    pending = [ch for _, ch in found]
     if not pending:
         return text
+    if found[0][0] > len(cur.line_after):           # on the next line
+        below = nearby[len(cur.line_after) + 1:]
+        opened = unmatched_openers(cur.before)
+        if (opened and not below[:found[0][0] - len(cur.line_after) - 1].strip()
+                and width(indent_of(below)) < width(indent_of(cur.before[:opened[-1]].rsplit("\n", 1)[-1]))):
+            return text
     closers = unmatched_closers(text)
     if closers and closers[0][1] == pending[0]:
         return text[:closers[0][0]].rstrip()

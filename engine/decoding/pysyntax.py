@@ -228,7 +228,7 @@ def _compiles(statement: str) -> bool:
     head = code.lstrip()
     if not head or head.startswith(NOT_JUDGED) or code.rstrip().endswith("\\"):   # a backslash: continued below
         return True
-    first = head.split(None, 1)[0].rstrip(":")
+    first = re.match(r"\w*", head).group()      # `except(`, `elif(`, `except*` start with their keyword too
     code = CONTINUES.get(first, "") + code
     # inside a function (return, yield, await, break, continue are legal there), else at module level
     # (`from m import *`); an async one, else a plain one (`yield from`)

@@ -41,6 +41,9 @@ def test_text_python_rejects_is_not_python(text):
     "break",
     "else:\n            return None",
     "except KeyError:",
+    "except(KeyError, ValueError):",                  # a keyword with its bracket at once
+    "elif(len(items) > 1):",
+    "except* KeyError:",                              # an exception group's handler
     "from os.path import *",
     "x = '''a docstring\n        that goes on",
     "# a comment ( with an open bracket",

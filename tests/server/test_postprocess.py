@@ -68,6 +68,16 @@ def test_suffix_overlap_of_several_characters():
     assert trim_suffix_overlap("self.cache):", cur) == "self.cache"
 
 
+def test_a_balanced_ending_the_suffix_starts_with_is_kept():
+    # the editor closed the bracket; the completion closes brackets of its own: the overlap is not a repeat
+    assert trim_suffix_overlap("len(items)", at("    total = sum(|)\n")) == "len(items)"
+    assert trim_suffix_overlap("a[0]", at("x = [|]\n")) == "a[0]"
+    assert finish("len(items)", at("    total = sum(|)\n")) == "len(items)"
+    # what repeats the suffix's closers goes, what closes the completion's own bracket stays
+    assert trim_suffix_overlap("g(x))", at("print(foo(|))\n")) == "g(x)"
+    assert trim_suffix_overlap("len(items))", at("    total = sum(|)\n")) == "len(items)"
+
+
 def test_suffix_overlap_of_whole_lines():
     source = "def f(x):\n    |\n\n\ndef g():\n    pass\n"
     raw = "return x * 2\n\n\ndef g():"
@@ -88,6 +98,15 @@ def test_bracket_closed_by_the_suffix_is_not_closed_again():
 def test_bracket_on_the_next_line_counts():
     cur = at("    values = [\n        |\n    ]\n")
     assert finish("1, 2, 3]", cur) == "1, 2, 3"
+
+
+def test_a_closer_below_that_closes_an_outer_bracket_leaves_the_inner_one_to_the_completion():
+    # the `)` below closes print( (its line's indentation), not len(: the completion closes len(
+    assert finish("x)", at("print(\n    len(|\n)\n")) == "x)"
+    assert finish("1),", at("r = dict(\n    a=foo(|\n)\n")) == "1),"
+    # the closer below at the indentation of the innermost bracket's line closes that bracket
+    assert finish("x)", at("total = max(|\n)\n")) == "x"
+    assert finish("1, 2, 3]", at("    values = [\n        |\n    ]\n")) == "1, 2, 3"
 
 
 def test_brackets_inside_strings_are_ignored():
