@@ -220,14 +220,21 @@ def leaves_block(text: str, cur: Cursor) -> bool:
 
 
 def _block_lines(text: str, cur: Cursor) -> list[str]:
-    """`text`'s lines, the first without the indentation the model adds beyond the block's at a blank line."""
+    """`text`'s lines without the indentation the model adds beyond the block's at a blank line: the
+    first line's excess comes off it, and at column 0 (where the first line's indentation is as
+    absolute as the others') off every line, which the model indented from the first as it was."""
     lines = text.split("\n")
     if not cur.line_before.strip():
-        lead = indent_of(lines[0])
-        excess = width(cur.line_before) + width(lead) - _blank_line_indent(cur)
+        excess = width(cur.line_before) + width(indent_of(lines[0])) - _blank_line_indent(cur)
         if excess > 0:
-            lines[0] = lead.expandtabs(INDENT_UNIT)[min(excess, width(lead)):] + lines[0][len(lead):]
+            lines = [_dedent(line, excess) if i == 0 or not cur.line_before else line
+                     for i, line in enumerate(lines)]
     return lines
+
+
+def _dedent(line: str, by: int) -> str:
+    lead = indent_of(line)
+    return lead.expandtabs(INDENT_UNIT)[min(by, width(lead)):] + line[len(lead):]
 
 
 def _block_end(lines: list[str], cur: Cursor) -> int:

@@ -130,6 +130,14 @@ def test_extra_indentation_at_an_indented_empty_line_is_removed():
     assert keep_block_indentation("    return r * r", cur) == "return r * r"
 
 
+def test_extra_indentation_at_column_zero_comes_off_every_line():
+    js = at("function f(a) {\n    const x = 1;\n|\n}\n")
+    assert finish("        const y = 2;\n        return x + y;", js) == "    const y = 2;\n    return x + y;"
+    py = at("def area(r):\n|\n")
+    assert finish("        if r < 0:\n            return 0\n        return r * r", py) == \
+        "    if r < 0:\n        return 0\n    return r * r"
+
+
 def test_indentation_from_column_zero_is_kept():
     cur = at("def area(r):\n|\n")
     assert finish("    return r * r", cur) == "    return r * r"
