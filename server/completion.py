@@ -48,16 +48,19 @@ class Answer:
     from_cache: bool
 
 
-def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int]:
-    """The document as the model should see it, and the cursor offset in it. With a popup entry
-    selected, the entry's text is spliced in so candidates extend it."""
+def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int, tuple[int, int]]:
+    """The document as the model should see it, the cursor offset in it, and the offsets in `doc`
+    of what an answer replaces (the cursor's, or the popup entry's as the document has it: clamped
+    to the text and in order). With a popup entry selected, the entry's text is spliced in so
+    candidates extend it."""
     sel = query.selected
     if sel is None:
-        return doc, doc.offset_at(query.position, encoding)
+        offset = doc.offset_at(query.position, encoding)
+        return doc, offset, (offset, offset)
     start = doc.offset_at(sel.range.start, encoding)
     end = max(start, doc.offset_at(sel.range.end, encoding))
     text = doc.text[:start] + sel.text + doc.text[end:]
-    return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text)
+    return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text), (start, end)
 
 
 def _request(session: Session, ctx: Context, n: int, shown: Shown) -> CompletionRequest:
@@ -95,15 +98,12 @@ def _locate(session: Session, query: Query) -> _Located | None:
         return None
     encoding = session.documents.encoding
     try:
-        view, offset = _view(doc, query, encoding)
+        view, offset, (start, end) = _view(doc, query, encoding)
     except PositionError as err:
         log.warning("completion request ignored: %s", err)
         return None
-    tail = len(view.text) - offset
-    if query.selected is not None:
-        return _Located(doc, view, offset, query.selected.range, doc.text, tail)
-    cursor = doc.position_at(offset, encoding)
-    return _Located(doc, view, offset, types.Range(cursor, cursor), doc.text, tail)
+    replaced = types.Range(doc.position_at(start, encoding), doc.position_at(end, encoding))
+    return _Located(doc, view, offset, replaced, doc.text, len(view.text) - offset)
 
 
 def _still_open(session: Session, at: _Located) -> bool:

@@ -240,6 +240,20 @@ async def test_selected_popup_entry_is_extended(make_session):
     assert answer.texts == ["math.floor(a + b)"] and answer.range == sel.range
 
 
+async def test_a_popup_entry_s_range_is_answered_as_the_document_has_it(make_session):
+    """The client's range came back as it was sent: past the line's end, or with its end before its
+    start, neither of which LSP allows in an answer."""
+    session, engine = make_session(texts=(".floor(a + b)",))
+    type_text(session, CURSOR, "ma", version=2)
+    past = types.SelectedCompletionInfo(range=types.Range(CURSOR, types.Position(4, 99)), text="math")
+    answer = await suggest(session, query(types.Position(4, 6), selected=past))
+    assert answer.range == types.Range(CURSOR, types.Position(4, 6))     # the line ends there
+    reversed_ = types.SelectedCompletionInfo(range=types.Range(types.Position(4, 6), CURSOR), text="th")
+    answer = await suggest(session, query(types.Position(4, 6), selected=reversed_))
+    assert answer.range == types.Range(types.Position(4, 6), types.Position(4, 6))
+    assert engine.calls[-1].prefix.endswith("    math")
+
+
 async def test_newest_request_wins_during_debounce(make_session, clock):
     session, engine = make_session()
     session.settings = Settings(debounce_ms=300)
