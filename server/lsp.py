@@ -36,7 +36,7 @@ from pygls.lsp.server import LanguageServer
 
 from . import completion
 from .client_log import ClientLogHandler
-from .protocol import SpanfillProtocol
+from .protocol import SpanfillProtocol, header_line
 from .scheduler import LoadSuperseded
 from .session import Session
 from .settings import SECTION, Settings, apply_settings
@@ -66,7 +66,7 @@ class TurnTakingReader:
 
     async def readline(self) -> bytes:
         await asyncio.sleep(0)
-        return await self._reader.readline()
+        return header_line(await self._reader.readline())
 
     async def readexactly(self, n: int) -> bytes:
         return await self._reader.readexactly(n)

@@ -26,8 +26,9 @@ RequestCancelled unless the result was sent first.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import cattrs
 from lsprotocol import types
@@ -39,6 +40,17 @@ from pygls.protocol.json_rpc import RPCError, RPCNotification, RPCRequest, RPCRe
 log = logging.getLogger(__name__)
 
 JSONRPC = "2.0"
+HEADER_LINE_LIMIT = 1 << 16     # the longest header line read at once (TCP's stream limit, 64 KiB)
+_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
+
+
+def header_line(line: bytes) -> bytes:
+    """A header line as pygls's message loop matches it (`Content-Length: N\\r\\n` exactly): header
+    names are case-insensitive and may have spaces around the colon, and a client that ends lines
+    with \\n alone is read too. pygls missed such a header, read the body as the next header and lost
+    every message after it, unanswered."""
+    match = _CONTENT_LENGTH.fullmatch(line)
+    return b"Content-Length: %s\r\n" % match.group(1) if match else line
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,13 @@ def strict(kind: type):
     return structure
 
 
+def strict_id(value, cl):
+    """The structure hook of an `int | str` field (a request id, a progress token)."""
+    if not valid_id(value):
+        raise TypeError(f"should be an integer or a string, but was {JSON_TYPES.get(type(value), 'another type')}")
+    return value
+
+
 class FutureTable(dict):
     """pygls's table of handler futures, whose `items()` is a snapshot: pygls's shutdown cancels
     every future while iterating over the table, and a cancelled future's done callback
@@ -117,6 +136,9 @@ class SpanfillProtocol(LanguageServerProtocol):
         self._request_futures = FutureTable(self._request_futures)
         for kind in (str, int, bool):
             self._converter.register_structure_hook(kind, strict(kind))
+        # a request id, a progress token: an integer or a string (cattrs let `true` through, and
+        # `$/cancelRequest` with id true cancelled request 1, the dict key it equals)
+        self._converter.register_structure_hook(Union[int, str], strict_id)
         self._initialize_seen = False
 
     def _execute_handler(self, msg_id, handler, callback, args=None, kwargs=None):
@@ -199,8 +221,6 @@ class SpanfillProtocol(LanguageServerProtocol):
                 log.warning("dropped a malformed response: %s", message.detail())
         elif "id" not in data:
             log.warning("dropped notification %r with invalid params: %s", method, message.detail())
-            if method in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE) and self._initialize_seen:
-                self._lost_document(data.get("params"), method, message.detail())
         elif isinstance(message.error, JsonRpcInvalidRequest):
             self._refuse(msg_id, message.error)
         elif refusal := self._refusal(msg_id, method, data.get("jsonrpc")):
@@ -208,6 +228,9 @@ class SpanfillProtocol(LanguageServerProtocol):
         else:
             log.warning("refused %s request %r: invalid params: %s", method, msg_id, message.detail())
             self._refuse(msg_id, JsonRpcInvalidParams(f"invalid params for {method}: {message.detail()}"))
+        # a didOpen or didChange not applied (its params unreadable, or sent with an id: refused above)
+        if method in (types.TEXT_DOCUMENT_DID_OPEN, types.TEXT_DOCUMENT_DID_CHANGE) and self._initialize_seen:
+            self._lost_document(data.get("params"), method, message.detail())
 
     def _lost_document(self, params, method: str, detail: str) -> None:
         """A didOpen or didChange that could not be read: the client's text of that document is now

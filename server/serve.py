@@ -22,6 +22,7 @@ import logging
 import os
 import sys
 
+from .protocol import HEADER_LINE_LIMIT, header_line
 from .settings import Settings, apply_settings
 
 
@@ -71,7 +72,9 @@ class ChunkedInput:
         self._stream = stream
 
     def readline(self) -> bytes:
-        return self._stream.readline()
+        """A header line; at most HEADER_LINE_LIMIT bytes of one that goes on without a line break
+        (which grew in memory until the server died)."""
+        return header_line(self._stream.readline(HEADER_LINE_LIMIT))
 
     def read(self, n: int) -> bytes:
         parts, left = [], n
@@ -105,12 +108,17 @@ def main(argv: list[str]) -> int:
     from .lsp import server   # imports torch: after logging is set up and the caches are capped
 
     server.session.settings = settings
-    if args.tcp:
-        server.start_tcp(args.host, args.port)
-    else:
-        server.start_io(ChunkedInput(sys.stdin.buffer), protocol_stdout())     # pygls flushes and closes it as it ends
-    # the engine's worker may be inside a model load (or a stuck call), which Python would wait for at
-    # exit: the editor asked the server to go, so it goes now
-    logging.shutdown()
-    sys.stderr.flush()
-    os._exit(server.exit_code)
+    try:
+        if args.tcp:
+            server.start_tcp(args.host, args.port)
+        else:
+            server.start_io(ChunkedInput(sys.stdin.buffer), protocol_stdout())  # pygls flushes and closes it as it ends
+    except Exception:     # the reader's own failure (an OSError on stdin): logged, and the server still goes
+        logging.getLogger(__name__).exception("the connection ended with an error")
+        server.exit_code = server.exit_code or 1
+    finally:
+        # the engine's worker may be inside a model load (or a stuck call), which Python would wait for
+        # at exit: the editor asked the server to go (or the connection is gone), so it goes now
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(server.exit_code)

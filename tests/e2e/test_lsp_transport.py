@@ -90,6 +90,48 @@ def test_a_header_claiming_a_huge_body_waits_for_it_rather_than_ending_the_serve
         assert b'"id": 1' in proc.stdout and b'"result"' in proc.stdout     # initialize was answered
 
 
+def test_headers_written_in_other_letters_or_spacing_are_read():
+    """Header names are case-insensitive: one `content-length: N` (or `Content-Length:N`, or lines ended
+    by \\n alone) was not matched; its body was read as the next header, and every later message was
+    lost unanswered."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    bodies = [json.dumps({"jsonrpc": "2.0", **m}).encode()
+              for m in (initialize, {"id": 2, "method": "shutdown"}, {"method": "exit"})]
+    headers = (b"content-length: %d\r\n\r\n", b"Content-Length:%d \r\n\r\n", b"CONTENT-LENGTH: %d\n\n")
+    stream = b"".join(header % len(body) + body for header, body in zip(headers, bodies))
+    proc = subprocess.run(SERVE, input=stream, capture_output=True, timeout=120, env=CONFIG.server_env)
+    assert proc.returncode == 0, proc.stderr[-2000:]             # exit after shutdown: both were read
+    assert b'"id": 1' in proc.stdout and b'"id": 2' in proc.stdout
+
+
+READER_FAILS = """
+import sys, threading
+from spanfill.server.lsp import server
+from spanfill.server.scheduler import Scheduler
+from spanfill.server import serve
+stuck = threading.Event()
+server.session.scheduler = Scheduler(loader=lambda path, **kw: stuck.wait())   # a load that never ends
+read = serve.ChunkedInput.readline
+def failing(self):
+    line = read(self)
+    if not line:
+        raise OSError("stdin failed")
+    return line
+serve.ChunkedInput.readline = failing
+serve.main(sys.argv[1:])
+"""
+
+
+def test_the_server_exits_when_reading_its_input_fails_while_its_worker_is_stuck():
+    """An error out of the reader skipped the exit that does not wait for the engine's worker: with a
+    model load under way the process stayed after its input was gone."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    proc = subprocess.run([sys.executable, "-c", READER_FAILS],
+                          input=framed(initialize, {"method": "initialized", "params": {}}),
+                          capture_output=True, timeout=60, env=CONFIG.server_env)
+    assert proc.returncode == 1 and b"stdin failed" in proc.stderr, proc.stderr[-2000:]
+
+
 EXIT_WHILE_LOADING = """
 import sys, threading
 from spanfill.server.lsp import server

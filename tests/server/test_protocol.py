@@ -70,6 +70,35 @@ def test_a_notification_method_sent_with_an_id_is_refused_not_left_unanswered():
     assert closed == []                         # not handled as the notification
 
 
+def test_a_document_change_sent_with_an_id_is_refused_and_the_document_forgotten():
+    """Refused as a request, a didChange was not applied, yet the server kept the text before it and
+    completed against text the client no longer had (an unreadable didChange's document is forgotten)."""
+    server = SpanfillServer()
+    server.protocol._initialize_seen = True
+    sent, lost = [], []
+    server.protocol._send_data = sent.append
+    server.lost_document = lambda uri, method, detail: lost.append((uri, method))
+    change = {"textDocument": {"uri": "file:///w/a.py", "version": 2}, "contentChanges": [{"text": "y = 2\n"}]}
+    deliver(server, {"jsonrpc": "2.0", "id": 7, "method": "textDocument/didChange", "params": change})
+    deliver(server, {"jsonrpc": "2.0", "id": None, "method": "textDocument/didOpen", "params": {"textDocument": {
+        "uri": "file:///w/b.py", "languageId": "python", "version": 1, "text": "x = 1\n"}}})
+    assert [(m["id"], m["error"]["code"]) for m in sent] == [(7, -32600), (None, -32600)]
+    assert lost == [("file:///w/a.py", "textDocument/didChange"), ("file:///w/b.py", "textDocument/didOpen")]
+
+
+def test_a_cancel_whose_id_is_no_integer_or_string_cancels_nothing():
+    """`true` and 1.0 equal the dict key 1: a `$/cancelRequest` with either cancelled request 1."""
+    server = SpanfillServer()
+    server.protocol._initialize_seen = True
+    running = Future()
+    server.protocol._request_futures[1] = running
+    for bad in (True, 1.0, None, [1]):
+        deliver(server, {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": bad}})
+    assert not running.cancelled()
+    deliver(server, {"jsonrpc": "2.0", "method": "$/cancelRequest", "params": {"id": 1}})
+    assert running.cancelled()
+
+
 def test_spanfill_document_with_a_uri_that_is_no_string_is_invalid_params(monkeypatch):
     from spanfill.server.lsp import server               # the one with the features registered
     monkeypatch.setattr(server.protocol, "_initialize_seen", True)
