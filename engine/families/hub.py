@@ -20,7 +20,9 @@ DOWNLOAD_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.jinja", "*.model"]
 
 
 def looks_like_hub_id(name: str) -> bool:
-    return bool(HUB_ID.match(name)) and not Path(name).exists()
+    """`owner/name`, and no local path: not a folder, nor one that a save stopped between its two
+    renames left as `name.tmp` or `name.old` (spanfill's loader puts it back)."""
+    return bool(HUB_ID.match(name)) and not any(Path(name + tail).exists() for tail in ("", ".tmp", ".old"))
 
 
 def hub_cache() -> Path:

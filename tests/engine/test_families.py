@@ -463,6 +463,15 @@ def test_a_config_mask_id_that_disagrees_with_the_tokenizer_is_refused(replicas,
         Engine.load(directory, device="cpu")
 
 
+def test_a_relative_folder_a_save_left_half_swapped_loads_as_a_folder_not_a_hub_id(tiny_model, tmp_path, monkeypatch):
+    """`runs/best` (relative, so it reads as `owner/name`) whose save stopped between its renames was
+    sent to the hub loader ("not in the local Hugging Face cache") instead of being put back."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(tiny_model, tmp_path / "runs" / "best.old")
+    engine = Engine.load("runs/best", device="cpu", warmup=False)
+    assert isinstance(engine, Engine) and (tmp_path / "runs" / "best" / "config.json").is_file()
+
+
 def test_a_hub_id_resolves_from_the_local_cache_offline(replicas, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     repo = tmp_path / "models--Salesforce--CoDA-v0-Base"
