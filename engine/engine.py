@@ -30,7 +30,7 @@ from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
-from .decoding.prompt import Budget, context_ids
+from .decoding.prompt import Budget, context_ids, cut_prefix, cut_suffix
 from .core.quantize import quantize_int8
 from .core.tokenizer import Tokenizer
 
@@ -162,7 +162,11 @@ class Engine:
         room = L if req.mode == "ar" else max(L, req.span_length or self.model.cfg.span_length)
         limit = self.model.cfg.max_positions - room
         budget = self.budget.within(limit)     # less where a span longer than the model's leaves less
-        ids = context_ids(tok, req.prefix, req.suffix, req.snippets, budget, cut=req.cut,
+        prefix, suffix = req.prefix, req.suffix
+        if req.cut:     # the windows, cut once: the model's context, and the text AR's block stop reads
+            prefix, suffix = cut_prefix(tok, prefix, budget.prefix_tokens), cut_suffix(tok, suffix, budget.suffix_tokens)
+        window = Cursor(to_lf(prefix), to_lf(suffix))
+        ids = context_ids(tok, prefix, suffix, req.snippets, budget, cut=False,
                           prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)
         healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
         ids = healing.ids
@@ -197,7 +201,7 @@ class Engine:
         temps = [0.0 if i == 0 and req.greedy_first else req.temperature for i in range(req.n)]
         if req.mode == "ar":
             rows, steps_run, deadline_hit, cancelled = self._ar(lookup.entry, C, L, temps, req, gen, deadline,
-                                                                healing, compiled, multiline)
+                                                                healing, compiled, multiline, window)
         else:
             rows, steps_run, deadline_hit, cancelled = self._diffusion(lookup.entry, C, L, T, length, req, gen, deadline,
                                                                        healing, compiled)
@@ -207,7 +211,7 @@ class Engine:
         if accept is not None and not (deadline_hit or cancelled):
             t0 = time.perf_counter()
             rows, kept, check_passes, deadline_hit, cancelled = self._check(lookup.entry, C, rows, accept, temps, req, gen,
-                                                                            deadline, healing, compiled, multiline)
+                                                                            deadline, healing, compiled, multiline, window)
             timings.check_ms = _ms(t0)
 
         t0 = time.perf_counter()
@@ -225,7 +229,7 @@ class Engine:
             entry = self.cache.prepare(ids, room_after=max(L_ar, self.model.cfg.span_length), need_hidden=True,
                                        encode=compiled.prefill if compiled else None).entry
             rows, ar_steps, deadline_hit, cancelled = self._ar(entry, C, L_ar, [0.0], req, None, deadline, healing,
-                                                               compiled, multiline)
+                                                               compiled, multiline, window)
             steps_run += ar_steps
             texts, finished = self._texts(rows, healing, cancelled)
             timings.fallback_ms = _ms(t0)
@@ -268,7 +272,7 @@ class Engine:
         return fused_step
 
     def _ar(self, entry, C: int, L: int, temps: list[float], req: CompletionRequest, gen, deadline,
-            healing: Healing, compiled, multiline: bool) -> tuple[list[list[int]], int, bool, bool]:
+            healing: Healing, compiled, multiline: bool, window: Cursor) -> tuple[list[list[int]], int, bool, bool]:
         """AR decoding of one candidate per temperature against the cached context: (rows, steps run,
         deadline hit, cancelled). A candidate ends where the editor's post-processing cuts, so the
         tokens after it are not decoded for nothing: at a single-line cursor (not `multiline`) with the
@@ -277,7 +281,7 @@ class Engine:
         text is the same but where the suffix-overlap trim, which runs before the block cut, finds
         the shorter text's tail at the suffix's start: then the repeat of the suffix goes too."""
         sp = self.tokenizer.special
-        banned, stop = self._ar_rules(req, healing, multiline)
+        banned, stop = self._ar_rules(window, healing, multiline)
         token_step = compiled.token_step if compiled else None
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
                           deadline, req.cancelled, healing.first_bias, token_step, stop)
@@ -287,12 +291,12 @@ class Engine:
 
     def _check(self, entry, C: int, rows: list[list[int]], accept: tuple[float, float], temps: list[float],
                req: CompletionRequest, gen, deadline, healing: Healing, compiled,
-               multiline: bool) -> tuple[list[list[int]], list[int], int, bool, bool]:
+               multiline: bool, window: Cursor) -> tuple[list[list[int]], list[int], int, bool, bool]:
         """Each diffusion candidate checked by the AR path (check.py), up to AR's own length and stop:
         accept: (the tokens', the end's acceptance). (rows, draft tokens kept per row, forward passes,
         deadline hit, cancelled)."""
         sp = self.tokenizer.special
-        banned, stop = self._ar_rules(req, healing, multiline)
+        banned, stop = self._ar_rules(window, healing, multiline)
         token_step = compiled.token_step if compiled else None
         L_ar = req.span_length or self.model.cfg.span_length
         outs = []
@@ -309,23 +313,23 @@ class Engine:
         return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 
-    def _ar_rules(self, req: CompletionRequest, healing: Healing, multiline: bool) -> tuple[list[int], Callable]:
+    def _ar_rules(self, window: Cursor, healing: Healing, multiline: bool) -> tuple[list[int], Callable]:
         """(banned ids, stop) of AR decoding, alone or after the check: the control tokens never appear
         inside a middle; at a single-line cursor it ends with the first token that ends a line, at a
         multi-line one with the first token of a line that leaves the cursor's block."""
         sp = self.tokenizer.special
         banned = [sp.pad, sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle]
-        return banned, (self._block_stop(req, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends))
+        return banned, (self._block_stop(window, healing) if multiline else (lambda tokens: tokens[-1] in self.line_ends))
 
-    def _block_stop(self, req: CompletionRequest, healing: Healing):
+    def _block_stop(self, window: Cursor, healing: Healing):
         """stop(tokens) for AR at a multi-line cursor: the text so far has reached a line that dedents
-        out of the cursor's block."""
-        cursor = Cursor(to_lf(req.prefix), to_lf(req.suffix))
+        out of the cursor's block, as the windows around the cursor show it (read per token: a whole
+        document of megabytes cost milliseconds a token)."""
         tok = self.tokenizer
 
         def stop(tokens: list[int]) -> bool:
             data = Healer.strip(tok.decode_bytes(tokens), healing.stub)
-            return data is not None and leaves_block(to_lf(data.decode("utf-8", errors="ignore")), cursor)
+            return data is not None and leaves_block(to_lf(data.decode("utf-8", errors="ignore")), window)
         return stop
 
     def _texts(self, rows: list[list[int]], healing: Healing, cancelled: bool) -> tuple[list[str], list[bool]]:

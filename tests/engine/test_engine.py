@@ -221,6 +221,25 @@ def test_huge_document_is_windowed(engine):
     assert result.context_tokens <= engine.model.cfg.max_context_tokens + 8
 
 
+def test_ar_s_block_stop_reads_the_windows_not_the_whole_document(engine, monkeypatch):
+    """At a multi-line cursor AR asks after every token whether the text has left the cursor's block;
+    that read the caller's whole prefix and suffix each time (a few megabytes: milliseconds a token)."""
+    from spanfill.engine import engine as engine_module
+    read = []
+    real = engine_module.leaves_block
+
+    def leaves_block(text, cur):
+        read.append(len(cur.before) + len(cur.after))
+        return real(text, cur)
+    monkeypatch.setattr(engine_module, "leaves_block", leaves_block)
+    prefix = "x = 1\n" * 100_000 + "def f():\n    "
+    result = engine.complete(CompletionRequest(prefix=prefix, suffix="\n" + "z = 2\n" * 50_000, mode="ar",
+                                               span_length=8, heal=False))
+    assert read and max(read) < 20_000, max(read)          # the windows the model read, not the 900 kB
+    assert result.texts[0] == engine.complete(CompletionRequest(
+        prefix=prefix[-2000:], suffix="\n" + "z = 2\n" * 300, mode="ar", span_length=8, heal=False)).texts[0]
+
+
 def test_threads_are_set_for_the_engine_and_kept_when_a_load_fails(tiny_dir, tmp_path):
     from spanfill.engine import Engine
     from spanfill.engine.core.checkpoint import CheckpointError
