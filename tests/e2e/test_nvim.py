@@ -192,6 +192,20 @@ def fixed_editor(backend, tmp_path):
     yield from fixed_session(backend, tmp_path)
 
 
+SINGLE = "  # the file is there"
+
+
+@pytest.fixture
+def single_editor(backend, tmp_path):
+    """Neovim with the plugin and a stand-in server that suggests SINGLE at (ROW, COL) only."""
+    cmd = [sys.executable, str(FIXED_SERVER), str(ROW), str(COL), json.dumps(SINGLE)]
+    session = launch(tmp_path, backend, cmd)
+    try:
+        yield session
+    finally:
+        session.close()
+
+
 @pytest.fixture
 def mapped_editor(backend, tmp_path):
     """fixed_editor where the user mapped spanfill's keys before the plugin did."""
@@ -296,3 +310,30 @@ def test_keys_with_nothing_to_do_keep_the_users_own_mappings(mapped_editor):
     editor.send("<Tab>")
     want = insert([before[0] + typed, *before[1:]], ROW, COL, MULTILINE)
     editor.wait(lambda: editor.probe("state")["lines"] == want, 10, "<Tab> to accept the suggestion")
+
+
+def test_tab_right_after_typing_into_a_suggestion_inserts_only_its_rest(single_editor):
+    """Neovim's own accept inserted the item where it was when it came, before the text typed into it
+    since (the editor asks again only after a pause): `  # the file is there  # t`."""
+    editor = single_editor
+    before = attached(editor)["lines"]
+    editor.send(f"<Esc>{ROW + 1}GA")
+    editor.wait(lambda: (g := editor.probe("ghost")) and g["text"] == SINGLE, 30, "the suggestion")
+    editor.send(SINGLE[:5])                      # typed into it; <Tab> before the editor asks again
+    editor.wait(lambda: editor.probe("state")["lines"][ROW].endswith(SINGLE[:5]), 10, "the typed text")
+    editor.send("<Tab>")
+    want = insert(before, ROW, COL, SINGLE)
+    editor.wait(lambda: editor.probe("state")["lines"] == want, 10,
+                f"the line to end with {SINGLE!r} once: {editor.probe('state')['lines'][ROW]!r}")
+
+
+def test_tab_belongs_to_an_open_completion_popup(single_editor):
+    editor = single_editor
+    before = attached(editor)["lines"]
+    editor.send(f"<Esc>{ROW + 1}GA")
+    editor.wait(lambda: (g := editor.probe("ghost")) and g["text"] == SINGLE, 30, "the suggestion")
+    editor.send("<Cmd>set completeopt=menuone,noinsert,noselect<CR><Cmd>call complete(col('.'), ['alpha', 'beta'])<CR>")
+    editor.wait(lambda: editor.probe("pum"), 10, "the completion popup")
+    editor.send("<Tab>")
+    lines = editor.wait(lambda: (s := editor.probe("state"))["lines"] != before and s["lines"], 10, "<Tab> to act")
+    assert SINGLE.strip() not in lines[ROW], lines[ROW]      # not the suggestion: the popup's key

@@ -76,6 +76,10 @@ function T.state()
   }
 end
 
+function T.pum()
+  return vim.fn.pumvisible() == 1
+end
+
 function T.buffer_lines()
   return vim.api.nvim_buf_get_lines(0, 0, -1, false)
 end

@@ -224,7 +224,11 @@ end
 local actions = {
   native = {
     accept = function()
-      return vim.lsp.inline_completion.get()
+      -- not `get()` alone: it inserts the item at the range it had when it came, before whatever the
+      -- user typed into it since (the editor asks again only after a pause)
+      return native_partial(function(rest)
+        return rest
+      end)
     end,
     accept_word = function()
       return native_partial(require("spanfill.ghost").next_word)
@@ -315,7 +319,9 @@ local function set_keymaps(bufnr)
       local before = previous_mapping(bufnr, lhs)
       vim.keymap.set("i", lhs, function()
         local done
-        if M.backend() == "native" then
+        if action == "accept" and vim.fn.pumvisible() == 1 then
+          done = false -- the completion popup's: <Tab> moves through it, as the user mapped it
+        elseif M.backend() == "native" then
           done = actions.native[action]()
         else
           done = require("spanfill.ghost")[action]()
