@@ -223,13 +223,21 @@ def load_model(directory: str | Path | None = None, device: str | torch.device =
     except (SafetensorError, OSError, ValueError) as err:
         raise CheckpointError(f"the weights in {directory} ({', '.join(weight_files(directory))}) are truncated or corrupt ({err}); "
                               "restore it from the release or retrain") from err
-    model = SpanfillModel(cfg)
+    layers = {key.split(".")[1] for key in state if key.startswith("layers.")}
+    embed = tuple(state["embed.weight"].shape) if "embed.weight" in state else None
+    if len(layers) != cfg.n_layers or embed != (cfg.vocab_size, cfg.dim):    # before building that many blocks
+        raise CheckpointError(f"{directory}/model.safetensors does not match config.json: {len(layers)} layers and "
+                              f"an embedding of {embed}, where the config says {cfg.n_layers} and "
+                              f"{(cfg.vocab_size, cfg.dim)}")
+    with torch.device("meta"):     # the config's sizes meet the weights before anything of theirs is allocated
+        model = SpanfillModel(cfg)
     try:
-        model.load_state_dict(state, strict=True)
+        model.load_state_dict(state, strict=True, assign=True)
     except RuntimeError as err:
         raise CheckpointError(f"{directory}/model.safetensors does not match config.json: {err}") from err
     if tok.vocab_size > cfg.vocab_size:
         raise CheckpointError(f"tokenizer has {tok.vocab_size} tokens but the model only {cfg.vocab_size}")
+    model.rope_cos, model.rope_sin = torch.empty(0), torch.empty(0)     # the meta ones: set below
     model = model.to(device=device, dtype=dtype).eval()
     model.rope_cos, model.rope_sin = (t.to(device) for t in rope_tables(cfg))  # keep rotary tables fp32
     return model, tok

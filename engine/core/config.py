@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ..api import MAX_SPAN, MAX_STEPS
 
+MAX_POSITIONS = 1 << 20
+
 MODEL_TYPE = "spanfill"
 
 
@@ -53,6 +55,9 @@ class ModelConfig:
         if self.steps > MAX_STEPS or self.span_length > MAX_SPAN:   # a request's defaults: check_request's bounds
             raise ValueError(f"steps={self.steps} / span_length={self.span_length} past the most a request "
                              f"may ask for ({MAX_STEPS} / {MAX_SPAN})")
+        if self.max_positions > MAX_POSITIONS:     # its rotary tables are not in the weights: built at load
+            raise ValueError(f"max_positions={self.max_positions} past the most a spanfill model may have "
+                             f"({MAX_POSITIONS})")
         if self.max_positions <= self.span_length:
             raise ValueError(f"max_positions={self.max_positions} leaves no room for context beside "
                              f"span_length={self.span_length}")

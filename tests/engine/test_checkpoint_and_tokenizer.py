@@ -49,6 +49,18 @@ def test_config_that_does_not_match_the_weights(broken):
         load_model(broken)
 
 
+@pytest.mark.parametrize("key, value, named", [("vocab_size", 1 << 40, "does not match"),
+                                               ("n_layers", 1 << 30, "does not match"),
+                                               ("max_positions", 10 ** 9, "max_positions=1000000000")])
+def test_a_config_of_absurd_sizes_is_refused_before_anything_is_allocated(broken, key, value, named):
+    """The model was built at the config's sizes (and initialised) before its weights were compared: a
+    typo such as a vocabulary of 2**40 ended in an allocation error, or a machine out of memory."""
+    cfg = json.loads((broken / "config.json").read_text())
+    (broken / "config.json").write_text(json.dumps({**cfg, key: value}))
+    with pytest.raises(CheckpointError, match=named):
+        load_model(broken)
+
+
 def test_corrupt_config(broken):
     (broken / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="config.json"):
