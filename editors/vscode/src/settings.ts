@@ -133,7 +133,9 @@ export function statusTooltip(status: ServerStatus): string {
     `device: ${status.device ?? "?"} (${status.dtype ?? "?"}${status.int8Matmuls ? " with int8 matmuls" : ""}${status.threads ? `, ${status.threads} CPU thread${status.threads === 1 ? "" : "s"}` : ""})`,
     `typing-through cache hit rate: ${percent(status.cacheHitRate)}`,
     `latency p50 ${ms(lat.p50)}, p95 ${ms(lat.p95)}, p99 ${ms(lat.p99)} over ${lat.count ?? 0} requests`,
-    `accepted ${status.accepted ?? 0}, rejected ${status.rejected ?? 0} (${percent(status.acceptanceRate)})`,
+    // VS Code tells an extension when a suggestion is accepted, never when it is passed over: the
+    // server's rejection count (and so its acceptance rate) is another client's, not this one's
+    `suggestions accepted: ${status.accepted ?? 0}`,
     "",
     "Click to toggle inline completions.",
   ].join("\n");

@@ -72,6 +72,12 @@ test("a public checkpoint shows its family in the status text and the tooltip", 
   assert.match(statusTooltip(status), /model: \/models\/DiffuCoder-7B-Base \(family: dream\)/);
 });
 
+test("the tooltip counts accepted suggestions and claims no acceptance rate VS Code cannot know", () => {
+  const tooltip = statusTooltip({ state: "ready", accepted: 3, rejected: 0, acceptanceRate: 1 });
+  assert.match(tooltip, /suggestions accepted: 3/);
+  assert.doesNotMatch(tooltip, /rejected|100/);
+});
+
 test("the tooltip names the device, dtype and CPU threads", () => {
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "bfloat16", threads: 1 }), /device: cpu \(bfloat16, 1 CPU thread\)/);
   assert.match(statusTooltip({ state: "ready", device: "cpu", dtype: "float32", threads: 3 }), /\(float32, 3 CPU threads\)/);
