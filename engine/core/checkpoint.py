@@ -208,6 +208,8 @@ def load_model(directory: str | Path | None = None, device: str | torch.device =
                dtype: torch.dtype = torch.float32) -> tuple[SpanfillModel, Tokenizer]:
     directory = Path(directory) if directory else DEFAULT_MODEL_DIR
     recover_swap(directory)
+    if directory.is_file():
+        raise CheckpointError(f"model {directory} is a file; pass the directory holding it ({', '.join(REQUIRED)})")
     if not directory.is_dir():
         raise CheckpointError(f"model directory {directory} does not exist; pass a directory holding "
                               f"{', '.join(REQUIRED)} (or train one with `spanfill train`)")

@@ -13,6 +13,10 @@ from pathlib import Path
 from ..api import MAX_SPAN, MAX_STEPS
 
 MAX_POSITIONS = 1 << 20
+# what the weights do not settle (n_heads, the rotary tables, the norms' eps) or settle only with them:
+# a config without one is refused. The engine's defaults (span_length, steps, max_context_tokens) and
+# the length head (length_classes: 0 = none) may be left out
+REQUIRED_KEYS = ("vocab_size", "dim", "n_layers", "n_heads", "ffn_dim", "max_positions", "rope_theta", "norm_eps")
 
 MODEL_TYPE = "spanfill"
 
@@ -75,6 +79,8 @@ class ModelConfig:
             raise ValueError(f"config.json holds a JSON {type(data).__name__}, not an object")
         if data.get("model_type") != MODEL_TYPE:
             raise ValueError(f"config.json has model_type={data.get('model_type')!r}, expected {MODEL_TYPE!r}")
+        if missing := [key for key in REQUIRED_KEYS if key not in data]:   # a default would be silently wrong
+            raise ValueError(f"config.json lacks {', '.join(missing)}")
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 

@@ -61,6 +61,22 @@ def test_a_config_of_absurd_sizes_is_refused_before_anything_is_allocated(broken
         load_model(broken)
 
 
+@pytest.mark.parametrize("key", ["n_heads", "rope_theta", "norm_eps", "max_positions"])
+def test_a_config_without_what_the_weights_do_not_settle_is_refused(broken, key):
+    """A missing n_heads, rope_theta, norm_eps or max_positions was filled with the preset's default:
+    a model that loads and computes something other than what it was trained to."""
+    cfg = json.loads((broken / "config.json").read_text())
+    del cfg[key]
+    (broken / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(CheckpointError, match=f"lacks {key}"):
+        load_model(broken)
+
+
+def test_a_model_path_that_is_a_file_says_so(broken):
+    with pytest.raises(CheckpointError, match="is a file; pass the directory holding it"):
+        load_model(broken / "model.safetensors")
+
+
 def test_corrupt_config(broken):
     (broken / "config.json").write_text("{not json")
     with pytest.raises(CheckpointError, match="config.json"):
