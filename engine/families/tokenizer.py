@@ -56,10 +56,30 @@ def _added_tokens(directory: Path) -> dict[str, int]:
     found: dict[str, int] = {}
     if (directory / "tokenizer_config.json").is_file():
         decoder = read_json(directory / "tokenizer_config.json", "tokenizer_config.json").get("added_tokens_decoder") or {}
-        found.update({entry["content"]: int(tid) for tid, entry in decoder.items() if isinstance(entry, dict)})
+        if not isinstance(decoder, dict):
+            raise CheckpointError(f"{directory}/tokenizer_config.json: added_tokens_decoder is not an object of "
+                                  f"id -> token; download tokenizer_config.json again")
+        found.update({_token(entry.get("content"), directory, "tokenizer_config.json"):
+                      _token_id(tid, directory, "tokenizer_config.json")
+                      for tid, entry in decoder.items() if isinstance(entry, dict)})
     if (directory / "added_tokens.json").is_file():
-        found.update({k: int(v) for k, v in read_json(directory / "added_tokens.json", "added_tokens.json").items()})
+        found.update({_token(k, directory, "added_tokens.json"): _token_id(v, directory, "added_tokens.json")
+                      for k, v in read_json(directory / "added_tokens.json", "added_tokens.json").items()})
     return found
+
+
+def _token(content, directory: Path, what: str) -> str:
+    if not isinstance(content, str) or not content:
+        raise CheckpointError(f"{directory}/{what}: an added token {content!r} is not a string; download {what} again")
+    return content
+
+
+def _token_id(value, directory: Path, what: str) -> int:
+    """An added token's id: an integer, or (tokenizer_config.json's keys) a string of one."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+        raise CheckpointError(f"{directory}/{what}: token id {value!r} is not a non-negative integer; "
+                              f"download {what} again")
+    return int(value)
 
 
 CONTROL_SHAPE = re.compile(r"<[^<>\s]+>")

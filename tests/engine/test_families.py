@@ -132,6 +132,21 @@ def test_the_dream_family_needs_no_tokenizer_json(replicas):
     assert tok.encode("<|mask|>") != [tok.token_id("<|mask|>")]      # text cannot inject a control token
 
 
+@pytest.mark.parametrize("name, broken", [
+    ("added_tokens.json", {"<|mask|>": "x"}), ("added_tokens.json", {"<|mask|>": None}),
+    ("tokenizer_config.json", {"added_tokens_decoder": {"151666": {"special": True}}}),
+    ("tokenizer_config.json", {"added_tokens_decoder": ["<|mask|>"]}),
+])
+def test_a_broken_added_tokens_file_is_a_checkpoint_error_naming_it(replicas, tmp_path, name, broken):
+    """A token id that is no integer, an entry without its token, a list for an object: a bare
+    ValueError, KeyError or AttributeError that named no file."""
+    directory = copy_of(replicas, "dream", tmp_path)
+    path = directory / name
+    path.write_text(json.dumps({**json.loads(path.read_text()), **broken}) if path.exists() else json.dumps(broken))
+    with pytest.raises(CheckpointError, match=name.replace(".", "\\.")):
+        open_checkpoint(directory)
+
+
 @pytest.mark.parametrize("variant", FAMILIES)
 def test_logits_equal_the_stock_reference_with_a_full_attention_mask(replicas, variant):
     ckpt = open_checkpoint(replicas[variant])
