@@ -233,8 +233,8 @@ def load_model(directory: str | Path | None = None, device: str | torch.device =
                               f"{(cfg.vocab_size, cfg.dim)}")
     with torch.device("meta"):     # the config's sizes meet the weights before anything of theirs is allocated
         model = SpanfillModel(cfg)
-    try:
-        model.load_state_dict(state, strict=True, assign=True)
+    try:     # copies: the read tensors map the file, which a later write over it would change under the model
+        model.load_state_dict({key: tensor.clone() for key, tensor in state.items()}, strict=True, assign=True)
     except RuntimeError as err:
         raise CheckpointError(f"{directory}/model.safetensors does not match config.json: {err}") from err
     if tok.vocab_size > cfg.vocab_size:

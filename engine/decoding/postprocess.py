@@ -85,14 +85,14 @@ def trim_suffix_overlap(text: str, cur: Cursor) -> str:
     """`foo(|)` + `a, b)` -> `a, b`: drop the longest tail of `text` that the suffix starts with, but
     never a closer of a bracket the text opened itself: at `sum(|)`, `len(items)` ends as the suffix
     starts and repeats nothing."""
-    own = None
+    pairs = None
     for k in range(min(len(text), len(cur.after), OVERLAP_SCAN), 0, -1):
         if text.endswith(cur.after[:k]):
-            if own is None:     # the closers the text matches itself: not a repeat of the suffix's
-                unmatched = {i for i, _ in unmatched_closers(text)}
-                own = [i for i, ch in _brackets(text) if ch in CLOSERS and i not in unmatched]
-            if not own or own[-1] < len(text) - k:
-                return text[:-k]
+            if pairs is None:
+                pairs = matched_pairs(text)
+            cut = len(text) - k     # no cut between a bracket the text keeps and the closer it matches it with
+            if not any(opener < cut <= closer for opener, closer in pairs):
+                return text[:cut]
     return text
 
 
@@ -112,6 +112,18 @@ def _brackets(text: str):
             quote = ch
         elif ch in OPENERS or ch in CLOSERS:
             yield i, ch
+
+
+def matched_pairs(text: str) -> list[tuple[int, int]]:
+    """(opener's index, closer's index) of each bracket `text` opens and closes itself."""
+    stack: list[tuple[int, str]] = []
+    pairs = []
+    for i, ch in _brackets(text):
+        if ch in OPENERS:
+            stack.append((i, ch))
+        elif stack and stack[-1][1] == CLOSERS[ch]:
+            pairs.append((stack.pop()[0], i))
+    return pairs
 
 
 def unmatched_closers(text: str) -> list[tuple[int, str]]:
@@ -225,10 +237,12 @@ def _block_lines(text: str, cur: Cursor) -> list[str]:
     absolute as the others') off every line, which the model indented from the first as it was."""
     lines = text.split("\n")
     if not cur.line_before.strip():
-        excess = width(cur.line_before) + width(indent_of(lines[0])) - _blank_line_indent(cur)
+        first = width(indent_of(lines[0]))
+        excess = width(cur.line_before) + first - _blank_line_indent(cur)
         if excess > 0:
-            lines = [_dedent(line, excess) if i == 0 or not cur.line_before else line
-                     for i, line in enumerate(lines)]
+            # every line only where the model indented the others from the first (none shallower than it)
+            every = not cur.line_before and all(width(indent_of(line)) >= first for line in lines[1:] if line.strip())
+            lines = [_dedent(line, excess) if i == 0 or every else line for i, line in enumerate(lines)]
     return lines
 
 

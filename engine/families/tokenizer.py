@@ -76,7 +76,7 @@ def _token(content, directory: Path, what: str) -> str:
 
 def _token_id(value, directory: Path, what: str) -> int:
     """An added token's id: an integer, or (tokenizer_config.json's keys) a string of one."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not str(value).isdigit():
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not re.fullmatch(r"[0-9]+", str(value)):
         raise CheckpointError(f"{directory}/{what}: token id {value!r} is not a non-negative integer; "
                               f"download {what} again")
     return int(value)

@@ -4,6 +4,7 @@ import re
 import shutil
 
 import pytest
+import torch
 from hypothesis import given, settings, strategies as st
 
 from spanfill.engine import CheckpointError, Engine
@@ -75,6 +76,19 @@ def test_a_config_without_what_the_weights_do_not_settle_is_refused(broken, key)
 def test_a_model_path_that_is_a_file_says_so(broken):
     with pytest.raises(CheckpointError, match="is a file; pass the directory holding it"):
         load_model(broken / "model.safetensors")
+
+
+def test_a_loaded_model_does_not_change_when_its_file_is_written_over(broken):
+    """The weights read from model.safetensors map the file: a model that kept them (rather than
+    copies) changed when the file was overwritten in place while it was loaded."""
+    model, _ = load_model(broken)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    path = broken / "model.safetensors"
+    header = 8 + int.from_bytes(path.read_bytes()[:8], "little")
+    with open(path, "r+b") as f:       # the same size, the tensors' bytes zeroed where they lie
+        f.seek(header)
+        f.write(bytes(path.stat().st_size - header))
+    assert all(torch.equal(p, before[name]) for name, p in model.named_parameters())
 
 
 def test_corrupt_config(broken):

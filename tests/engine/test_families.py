@@ -134,6 +134,7 @@ def test_the_dream_family_needs_no_tokenizer_json(replicas):
 
 @pytest.mark.parametrize("name, broken", [
     ("added_tokens.json", {"<|mask|>": "x"}), ("added_tokens.json", {"<|mask|>": None}),
+    ("added_tokens.json", {"<|mask|>": "²"}),                    # a digit to str.isdigit, not to int()
     ("tokenizer_config.json", {"added_tokens_decoder": {"151666": {"special": True}}}),
     ("tokenizer_config.json", {"added_tokens_decoder": ["<|mask|>"]}),
 ])

@@ -78,6 +78,13 @@ def test_a_balanced_ending_the_suffix_starts_with_is_kept():
     assert trim_suffix_overlap("len(items))", at("    total = sum(|)\n")) == "len(items)"
 
 
+def test_a_repeat_of_the_suffix_with_brackets_of_its_own_is_dropped():
+    assert trim_suffix_overlap("foo(a), ", at("call(|foo(a), b)\n")) == ""
+    assert trim_suffix_overlap("x + len(a)", at("y = |len(a)\n")) == "x + "
+    source = "def f(n):\n    |\n    for i in range(n):\n        pass\n"
+    assert finish("total = 0\n    for i in range(n):", at(source)) == "total = 0"
+
+
 def test_suffix_overlap_of_whole_lines():
     source = "def f(x):\n    |\n\n\ndef g():\n    pass\n"
     raw = "return x * 2\n\n\ndef g():"
@@ -136,6 +143,11 @@ def test_extra_indentation_at_column_zero_comes_off_every_line():
     py = at("def area(r):\n|\n")
     assert finish("        if r < 0:\n            return 0\n        return r * r", py) == \
         "    if r < 0:\n        return 0\n    return r * r"
+
+
+def test_only_the_first_line_loses_its_excess_where_the_lines_after_it_are_shallower():
+    # the model over-indented its first line alone: the lines after it stand where they are
+    assert finish("        y = 2\n    return y", at("def f():\n    x = 1\n|\n")) == "    y = 2\n    return y"
 
 
 def test_indentation_from_column_zero_is_kept():
