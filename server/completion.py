@@ -170,7 +170,7 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
         stages = {"window": window_ms, "tokenize": t.tokenize_ms, "prefill": t.context_ms, "decode": t.denoise_ms,
                   # the AR check and fallback: percentiles of the calls that ran them
                   **{name: v for name, v in (("check", t.check_ms), ("fallback", t.fallback_ms)) if v > 0}}
-        stats.record_engine(result.context_tokens, result.reused_tokens, t.total_ms, stages)
+        stats.record_engine(result.context_tokens, result.reused_tokens, t.total_ms, stages, answered=not result.cancelled)
         if t.total_ms > SLOW_ENGINE_MS:
             log.warning("slow engine call: %.0f ms (%s; %d context tokens, %d encoded, %d steps, %d candidates%s)",
                         t.total_ms, ", ".join(f"{k} {v:.0f}" for k, v in stages.items()), result.context_tokens,

@@ -81,13 +81,16 @@ class Stats:
         return True
 
     def record_engine(self, context_tokens: int, reused_tokens: int, total_ms: float,
-                      stages: dict[str, float] | None = None) -> None:
+                      stages: dict[str, float] | None = None, answered: bool = True) -> None:
         """stages: milliseconds per named stage of this call (the context windows, tokenizing, the
         context prefill, decoding; the AR check and fallback where they ran), so `spanfill/status`
-        can say where engine time goes."""
+        can say where engine time goes. A call stopped between its steps (answered=False: the next
+        keystroke took over) counts as a call but not in the latencies: it ran part of one."""
         self.engine_calls += 1
         self.context_tokens += context_tokens
         self.reused_tokens += reused_tokens
+        if not answered:
+            return
         self.engine_ms.append(total_ms)
         for name, ms in (stages or {}).items():
             self.stage_ms.setdefault(name, deque(maxlen=WINDOW)).append(ms)

@@ -291,6 +291,20 @@ async def test_running_request_stops_between_steps_when_superseded(make_session)
     assert engine.stopped_at == [5]
 
 
+async def test_a_call_stopped_between_its_steps_is_not_an_engine_latency(make_session):
+    """Calls the next keystroke cut off went into the engine-latency percentiles: while typing fast,
+    their part-calls pulled the published median down."""
+    session, engine = make_session(HeldEngine, steps=20, hold_at=5)
+    first = asyncio.create_task(suggest(session, query()))
+    await asyncio.to_thread(engine.held.wait)
+    second = asyncio.create_task(suggest(session, query()))
+    await until(lambda: session.stats.requests == 2, "the second request")
+    engine.release.set()
+    assert await first is None and (await second).texts
+    assert session.stats.engine_calls == 2 and len(session.stats.engine_ms) == 1
+    assert all(len(ms) == 1 for ms in session.stats.stage_ms.values())
+
+
 async def test_client_cancel_stops_the_engine(make_session):
     session, engine = make_session(HeldEngine, steps=20, hold_at=5)
     task = asyncio.create_task(suggest(session, query()))
