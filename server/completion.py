@@ -38,6 +38,7 @@ class Query:
     candidates: int                                   # 1 for automatic triggers
     debounce: bool                                    # automatic triggers wait for the next keystroke
     selected: types.SelectedCompletionInfo | None = None
+    kind: str = "inline"                              # "completion": a completion-list request (the fallback)
 
 
 @dataclass(frozen=True)
@@ -210,7 +211,7 @@ async def _suggest(session: Session, query: Query) -> Answer | None:
     at = _locate(session, query)
     if at is None:
         return None
-    ticket = session.scheduler.begin(query.uri)
+    ticket = session.scheduler.begin(query.uri, query.kind)
     try:
         texts = session.cache.lookup(query.uri, at.view.text, at.offset, query.candidates, _source(session))
         from_cache = texts is not None

@@ -367,7 +367,7 @@ async def on_inline_completion(ls: SpanfillServer, params: types.InlineCompletio
 async def on_completion(ls: SpanfillServer, params: types.CompletionParams):
     if not ls.session.settings.completion_fallback:
         return types.CompletionList(is_incomplete=False, items=[])
-    query = completion.Query(params.text_document.uri, params.position, candidates=1, debounce=True)
+    query = completion.Query(params.text_document.uri, params.position, candidates=1, debounce=True, kind="completion")
     return completion.completion_items(await completion.suggest(ls.session, query))
 
 

@@ -50,6 +50,7 @@ class LoadArgs:
 @dataclass(eq=False)
 class Ticket:
     uri: str
+    kind: str = "inline"          # the request's kind: a newer one of the same kind for the document supersedes it
     flag: threading.Event = field(default_factory=threading.Event)
 
     def cancelled(self) -> bool:
@@ -66,7 +67,7 @@ class Scheduler:
     def __init__(self, loader: Callable[..., Engine] = Engine.load) -> None:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="spanfill-engine")
         self._loader = loader             # Engine.load, or a stand-in in tests
-        self._latest: dict[str, Ticket] = {}
+        self._latest: dict[tuple[str, str], Ticket] = {}     # (uri, kind): the newest request
         self._loading: asyncio.Future | None = None
         self._loaded_with: LoadArgs | None = None
         self._broken: Engine | None = None   # the engine that last raised, set on the worker
@@ -168,21 +169,25 @@ class Scheduler:
         return self.engine
 
     # -- requests --------------------------------------------------------------------------
-    def begin(self, uri: str) -> Ticket:
-        previous = self._latest.get(uri)
+    def begin(self, uri: str, kind: str = "inline") -> Ticket:
+        """The ticket of a new request of `kind` for `uri`, which supersedes the one before it of the
+        same kind only: an inline completion and a completion-list request (completionFallback) sent
+        for the same keystroke are both answered."""
+        previous = self._latest.get((uri, kind))
         if previous is not None:
             previous.flag.set()
-        ticket = self._latest[uri] = Ticket(uri)
+        ticket = self._latest[uri, kind] = Ticket(uri, kind)
         return ticket
 
     def cancel(self, uri: str) -> None:
-        """Stop the document's request (it is closed): between steps if it is running."""
-        if (ticket := self._latest.get(uri)) is not None:
-            ticket.flag.set()
+        """Stop the document's requests (it is closed): between steps if one is running."""
+        for (of, _), ticket in list(self._latest.items()):
+            if of == uri:
+                ticket.flag.set()
 
     def end(self, ticket: Ticket) -> None:
-        if self._latest.get(ticket.uri) is ticket:
-            del self._latest[ticket.uri]
+        if self._latest.get((ticket.uri, ticket.kind)) is ticket:
+            del self._latest[ticket.uri, ticket.kind]
 
     async def complete(self, ticket: Ticket, request: CompletionRequest) -> CompletionResult | None:
         """Run `request` on the worker; None if it was cancelled before reaching the engine. A result

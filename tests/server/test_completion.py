@@ -291,6 +291,20 @@ async def test_running_request_stops_between_steps_when_superseded(make_session)
     assert engine.stopped_at == [5]
 
 
+async def test_an_inline_and_a_completion_list_request_for_one_keystroke_are_both_answered(make_session):
+    """With completionFallback a client may ask both ways at once: the document's one ticket let the
+    second cancel the first, and the ghost text disappeared on most keystrokes."""
+    session, engine = make_session(HeldEngine, steps=20, hold_at=5)
+    inline = asyncio.create_task(suggest(session, query()))
+    await asyncio.to_thread(engine.held.wait)
+    listed = asyncio.create_task(suggest(session, Query(URI, CURSOR, 1, False, kind="completion")))
+    await until(lambda: session.stats.requests == 2, "the completion-list request")
+    engine.release.set()
+    assert (await inline).texts and (await listed).texts
+    newer = asyncio.create_task(suggest(session, query()))          # a newer inline one still supersedes
+    assert (await newer).texts and engine.stopped_at == []
+
+
 async def test_a_call_stopped_between_its_steps_is_not_an_engine_latency(make_session):
     """Calls the next keystroke cut off went into the engine-latency percentiles: while typing fast,
     their part-calls pulled the published median down."""
