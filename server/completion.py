@@ -187,6 +187,8 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     if ticket.cancelled() or not _unchanged(session, at):   # a newer request took over, or the text moved
         stats.superseded += 1
         return None
+    if not session.settings.enabled_for(at.doc.language_id):   # turned off while the engine ran
+        return None
     return texts
 
 

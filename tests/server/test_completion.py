@@ -305,6 +305,15 @@ async def test_an_inline_and_a_completion_list_request_for_one_keystroke_are_bot
     assert (await newer).texts and engine.stopped_at == []
 
 
+async def test_completions_turned_off_while_the_engine_runs_show_nothing(make_session):
+    session, engine = make_session(HeldEngine, steps=20, hold_at=5)
+    running = asyncio.create_task(suggest(session, query()))
+    await asyncio.to_thread(engine.held.wait)
+    session.settings = Settings(enable={"*": False})          # the user's toggle, mid-request
+    engine.release.set()
+    assert await running is None
+
+
 async def test_a_call_stopped_between_its_steps_is_not_an_engine_latency(make_session):
     """Calls the next keystroke cut off went into the engine-latency percentiles: while typing fast,
     their part-calls pulled the published median down."""
