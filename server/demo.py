@@ -25,6 +25,7 @@ from .headless import ClientDocument, answered_by, make_client, start, status, s
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "inventory.py"
 TYPED = "item = find("          # typed one character at a time into restock()
+ANCHORS = ("def restock", "def cheapest")   # the functions whose empty body lines the demo completes in
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -43,9 +44,16 @@ class DemoFile(ClientDocument):
 
     def cursor_after(self, anchor: str) -> types.Position:
         """The end of the (empty, indented) line below the docstring of the function `anchor`."""
-        start = next(i for i, line in enumerate(self.lines) if line.startswith(anchor))
-        line = next(i for i in range(start + 1, len(self.lines)) if not self.lines[i].strip())
+        line = empty_line_after(self.lines, anchor)
         return types.Position(line, len(self.lines[line]))
+
+
+def empty_line_after(lines: list[str], anchor: str) -> int | None:
+    """The first empty line after the line that starts with `anchor` (None: no such line)."""
+    start = next((i for i, line in enumerate(lines) if line.startswith(anchor)), None)
+    if start is None:
+        return None
+    return next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), None)
 
     async def complete(self, at: types.Position, invoked: bool) -> tuple[list[str], float, str]:
         """Candidates, round-trip milliseconds, and who answered ("engine" or "cache", as the server
@@ -67,14 +75,14 @@ def show(texts: list[str], ms: float, source: str, label: str = "") -> None:
 async def scenario(client: LanguageClient, path: Path) -> None:
     """Open `path` afresh, complete in restock() (invoked), type into it, complete in cheapest()."""
     doc = DemoFile(client, path)
-    at = doc.cursor_after("def restock")
+    at = doc.cursor_after(ANCHORS[0])
     print(f"{path.name}:{at.line + 1} restock(), empty body line, invoked (several candidates):")
     show(*await doc.complete(at, invoked=True))
     print(f"\ntyping {TYPED!r} there, one automatic request per keystroke:")
     for ch in TYPED:
         at = doc.insert(at, ch)
         show(*await doc.complete(at, invoked=False), label=f"typed {ch!r}")
-    at = doc.cursor_after("def cheapest")
+    at = doc.cursor_after(ANCHORS[1])
     print(f"\n{path.name}:{at.line + 1} cheapest(), empty body line, automatic:")
     show(*await doc.complete(at, invoked=False))
     doc.close()
@@ -118,7 +126,16 @@ async def run(args: argparse.Namespace, log_file: Path) -> int:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if not args.file.is_file():
-        sys.stderr.write(f"spanfill demo: {args.file} does not exist; pass --file PATH\n")
+        sys.stderr.write(f"spanfill demo: {args.file} is not a file; pass --file PATH\n")
+        return 2
+    try:
+        lines = args.file.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        sys.stderr.write(f"spanfill demo: cannot read {args.file}: {err}\n")
+        return 2
+    if missing := [anchor for anchor in ANCHORS if empty_line_after(lines, anchor) is None]:
+        sys.stderr.write(f"spanfill demo: {args.file} has no {' and no '.join(repr(a) for a in missing)} followed "
+                         f"by an empty body line, where the demo types (see examples/inventory.py)\n")
         return 2
     log_file = Path(tempfile.gettempdir()) / "spanfill-demo.log"
     return asyncio.run(run(args, log_file))

@@ -24,6 +24,19 @@ def test_demo_explains_a_missing_model(tmp_path):
     assert proc.returncode == 1 and "does not exist" in proc.stdout and "--model" in proc.stdout
 
 
+def test_demo_explains_a_file_it_cannot_type_into(tmp_path):
+    """Any file without the example's two functions ended in a StopIteration traceback."""
+    other = tmp_path / "a.py"
+    other.write_text("x = 1\n")
+    half = tmp_path / "b.py"
+    half.write_text("def restock(items):\n    \n    pass\n")
+    for path, missing in ((other, "'def restock' and no 'def cheapest'"), (half, "'def cheapest'"), (tmp_path, None)):
+        proc = subprocess.run([sys.executable, "-m", "spanfill.server.cli", "demo", "--file", str(path)],
+                              capture_output=True, text=True, timeout=120, env=CONFIG.server_env)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert (missing in proc.stderr) if missing else "is not a file" in proc.stderr, proc.stderr
+
+
 def test_demo_answers_at_once_then_again_with_the_compiled_steps(tiny_model):
     """`make run` on a fresh machine: eager answers while the CPU steps compile, then the same
     session with the compiled steps (the tiny model compiles in a minute or so)."""
