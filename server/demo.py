@@ -36,6 +36,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def empty_line_after(lines: list[str], anchor: str) -> int | None:
+    """The first empty line after the line that starts with `anchor` (None: no such line)."""
+    start = next((i for i, line in enumerate(lines) if line.startswith(anchor)), None)
+    if start is None:
+        return None
+    return next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), None)
+
+
 class DemoFile(ClientDocument):
     """examples/inventory.py open in the headless editor, and the requests the demo sends about it."""
 
@@ -46,14 +54,6 @@ class DemoFile(ClientDocument):
         """The end of the (empty, indented) line below the docstring of the function `anchor`."""
         line = empty_line_after(self.lines, anchor)
         return types.Position(line, len(self.lines[line]))
-
-
-def empty_line_after(lines: list[str], anchor: str) -> int | None:
-    """The first empty line after the line that starts with `anchor` (None: no such line)."""
-    start = next((i for i, line in enumerate(lines) if line.startswith(anchor)), None)
-    if start is None:
-        return None
-    return next((i for i in range(start + 1, len(lines)) if not lines[i].strip()), None)
 
     async def complete(self, at: types.Position, invoked: bool) -> tuple[list[str], float, str]:
         """Candidates, round-trip milliseconds, and who answered ("engine" or "cache", as the server
