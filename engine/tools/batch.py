@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..api import MAX_SPAN, MAX_STEPS, CompletionRequest
 from ..core.checkpoint import CheckpointError
-from ..core.files import write_whole
+from ..core.files import unwritable, write_whole
 from ..decoding.postprocess import Cursor, Shown
 from ..engine import Engine
 
@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     # a file is written through DIR/NAME.partial, renamed once every row is in; a device or a pipe
     # (/dev/stdout) or a link is written as it is
     direct = args.output.is_symlink() or (args.output.exists() and not args.output.is_file())
+    if (problem := unwritable(args.output)) and (not direct or args.output.is_dir()):   # before the model loads
+        ap.error(f"the output {args.output}: {problem}")
     try:
         tasks = read_tasks(args.input)
         engine = Engine.load(args.model, device=args.device, compile=False if args.eager else None, wait=True)

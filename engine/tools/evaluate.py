@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from ..api import MAX_SPAN
-from ..core.files import write_whole
+from ..core.files import unwritable, write_whole
 from ..engine import Engine
 from ..training.corpus import read_split
 from .scoring import Score, Task, build_tasks, decoding_label, score, summarise, warm
@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--span {args.span} is out of range; use 1..{MAX_SPAN}")
     if args.out.suffix == ".png" or args.out.is_dir():
         ap.error(f"--out {args.out} is where the JSON report goes (its plot goes beside it as .png)")
+    if problem := unwritable(args.out, make_folders=True):
+        ap.error(f"--out {args.out}: {problem}")
     if not (args.data / "held_out.jsonl").is_file():
         ap.error(f"--data {args.data} has no held_out.jsonl (`spanfill data --out {args.data}` writes one)")
     engine = Engine.load(args.model, device=args.device, dtype=args.dtype, compile=False if args.eager else None, wait=True)

@@ -99,6 +99,18 @@ def test_spanfill_batch_never_writes_over_its_input_or_leaves_a_partial_output(t
     assert out.read_text() == "an earlier run's rows\n" and sorted(tmp_path.iterdir()) == sorted([tasks, out])
 
 
+def test_spanfill_batch_refuses_an_output_it_cannot_write_before_loading_a_model(tiny_dir, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """A missing folder or a folder for the output failed only after the model loaded and compiled."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps(t) + "\n" for t in TASKS))
+    monkeypatch.setattr(Engine, "load", lambda *a, **k: pytest.fail("the model loaded"))
+    for out, says in ((tmp_path / "none" / "out.jsonl", "does not exist"), (tmp_path, "a folder, not a file")):
+        with pytest.raises(SystemExit):
+            run("batch", tasks, out, "--model", tiny_dir, "--eager")
+        assert says in capsys.readouterr().err
+
+
 def test_spanfill_batch_writes_through_a_link_to_its_target(tiny_dir, tmp_path, capsys):
     tasks, target, link = tmp_path / "tasks.jsonl", tmp_path / "target.jsonl", tmp_path / "out.jsonl"
     tasks.write_text(json.dumps(TASKS[1]) + "\n")
@@ -185,7 +197,8 @@ def test_spanfill_eval_refuses_what_it_cannot_do_before_loading_a_model(tiny_dir
     monkeypatch.setattr(Engine, "load", lambda *a, **k: pytest.fail("the model loaded"))
     for args, says in ((["--single", -1, "--multi", 5], "counts of tasks"),
                        (["--single", 0, "--multi", 0], "not both 0"), (["--span", 0], "--span 0 is out of range"), (["--out", tmp_path / "e.png"], "JSON report"),
-                       (["--out", tmp_path], "JSON report"), (["--data", tmp_path / "none"], "no held_out.jsonl")):
+                       (["--out", tmp_path], "JSON report"), (["--data", tmp_path / "none"], "no held_out.jsonl"),
+                       (["--out", data / "held_out.jsonl" / "eval.json"], "is a file, not a folder")):
         with pytest.raises(SystemExit):
             run("eval", "--data", data, "--model", tiny_dir, *args)
         assert says in capsys.readouterr().err
