@@ -34,6 +34,13 @@ def main(argv: list[str] | None = None) -> int:
     if not args.packages and (args.packages_list or args.packages_dir):
         print("spanfill data: --packages-list and --packages-dir go with --packages", file=sys.stderr)
         return 2
+    tok = None
+    if args.count_tokens:    # read before the build: a wrong path was found after it, with a traceback
+        try:
+            tok = Tokenizer.from_file(args.count_tokens)
+        except Exception as e:   # tokenizers raises a bare Exception for a missing or broken file
+            print(f"spanfill data: --count-tokens {args.count_tokens}: not a tokenizer.json ({e})", file=sys.stderr)
+            return 2
     try:
         exclude = [f for path in args.exclude for f in read_split(path)]
         sources = args.sources or default_sources()
@@ -50,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         found = installed_licences(folder)
         stats["packages"] = [{"requirement": p.requirement, "licence": p.licence,
                               "metadata": found.get(canonical_name(p.name), "not installed")} for p in listed]
-    if args.count_tokens:
-        tok = Tokenizer.from_file(args.count_tokens)
+    if tok is not None:
         for split, name in (("train", "train.jsonl"), ("held_out", "held_out.jsonl")):
             stats[split]["tokens"] = sum(len(ids) for ids in tok.encode_batch([f.text for f in read_split(args.out / name)]))
     if listed or args.count_tokens:     # build() wrote the counts alone

@@ -161,6 +161,15 @@ def module_source(i: int) -> str:
     return f'"""Module {i}."""\nimport os\n\n{body}'
 
 
+def test_spanfill_data_refuses_a_tokenizer_it_cannot_read_before_building(tmp_path, capsys):
+    """A wrong --count-tokens path surfaced after the whole corpus was built, as a traceback."""
+    src, out = tmp_path / "src", tmp_path / "data"
+    src.mkdir()
+    (src / "a.py").write_text(module_source(0))
+    assert run("data", "--out", out, src, "--count-tokens", tmp_path / "none.json") == 2
+    assert "--count-tokens" in capsys.readouterr().err and not out.exists()
+
+
 def test_spanfill_data_writes_disjoint_splits_and_prints_their_counts(tiny_dir, tmp_path, capsys):
     src, out = tmp_path / "src", tmp_path / "data"
     (src / "pkg").mkdir(parents=True)
