@@ -63,3 +63,12 @@ def test_the_gpu_run_command_rehearsed_on_the_cpu(tmp_path):
     engine = Engine.load(model, device="cpu", warmup=False, compile=False)
     assert engine.info["params"] == log["model"]["params"]
     engine.complete(CompletionRequest(prefix="def f(x):\n    return ", suffix="\n"))
+
+
+def test_the_gpu_run_refuses_sources_that_are_not_directories(tmp_path):
+    """A typo in --sources built an empty corpus and died in the tokenizer's sampling, device time spent."""
+    proc = subprocess.run([sys.executable, "-m", "spanfill.engine.tools.gpu_run", "--out", str(tmp_path / "run"),
+                           "--device", "cpu", "--sources", str(tmp_path / "typo")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "not a directory" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "run").exists()

@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--multi", type=int, default=150, help="held-out multi-line tasks (as many as time allows)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if missing := [str(s) for s in args.sources or () if not s.is_dir()]:   # before the lease's minutes go
+        ap.error(f"--sources: not a directory: {', '.join(missing)}")
     start = time.perf_counter()
     end = start + args.minutes * 60
     log: dict = {"command": "python -m spanfill.engine.tools.gpu_run " + " ".join(argv if argv is not None else sys.argv[1:]),
