@@ -30,7 +30,7 @@ from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
 from .core.model import SpanfillModel
-from .decoding.prompt import Budget, context_ids, cut_prefix, cut_suffix
+from .decoding.prompt import Budget, context_ids, cut_windows
 from .core.quantize import quantize_int8
 from .core.tokenizer import Tokenizer
 
@@ -162,9 +162,8 @@ class Engine:
         room = L if req.mode == "ar" else max(L, req.span_length or self.model.cfg.span_length)
         limit = self.model.cfg.max_positions - room
         budget = self.budget.within(limit)     # less where a span longer than the model's leaves less
-        prefix, suffix = req.prefix, req.suffix
-        if req.cut:     # the windows, cut once: the model's context, and the text AR's block stop reads
-            prefix, suffix = cut_prefix(tok, prefix, budget.prefix_tokens), cut_suffix(tok, suffix, budget.suffix_tokens)
+        # the windows, cut once: the model's context, and the text AR's block stop reads
+        prefix, suffix = cut_windows(tok, req.prefix, req.suffix, budget) if req.cut else (req.prefix, req.suffix)
         window = Cursor(to_lf(prefix), to_lf(suffix))
         ids = context_ids(tok, prefix, suffix, req.snippets, budget, cut=False,
                           prefix_ids=req.prefix_ids, suffix_ids=req.suffix_ids)

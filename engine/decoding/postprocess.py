@@ -89,7 +89,7 @@ def trim_suffix_overlap(text: str, cur: Cursor) -> str:
     for k in range(min(len(text), len(cur.after), OVERLAP_SCAN), 0, -1):
         if text.endswith(cur.after[:k]):
             if pairs is None:
-                pairs = matched_pairs(text)
+                pairs = brackets(text).pairs
             cut = len(text) - k     # no cut between a bracket the text keeps and the closer it matches it with
             if not any(opener < cut <= closer for opener, closer in pairs):
                 return text[:cut]
@@ -114,40 +114,27 @@ def _brackets(text: str):
             yield i, ch
 
 
-def matched_pairs(text: str) -> list[tuple[int, int]]:
-    """(opener's index, closer's index) of each bracket `text` opens and closes itself."""
+@dataclass(frozen=True)
+class Brackets:
+    """How `text`'s brackets match (strings aside): the pairs it opens and closes itself (opener's
+    index, closer's index), the closers it leaves unmatched (index, char) and the openers it leaves
+    open (indices, innermost last)."""
+    pairs: list[tuple[int, int]]
+    unmatched_closers: list[tuple[int, str]]
+    open: list[int]
+
+
+def brackets(text: str) -> Brackets:
     stack: list[tuple[int, str]] = []
-    pairs = []
+    pairs, unmatched = [], []
     for i, ch in _brackets(text):
         if ch in OPENERS:
             stack.append((i, ch))
         elif stack and stack[-1][1] == CLOSERS[ch]:
             pairs.append((stack.pop()[0], i))
-    return pairs
-
-
-def unmatched_closers(text: str) -> list[tuple[int, str]]:
-    stack: list[str] = []
-    unmatched = []
-    for i, ch in _brackets(text):
-        if ch in OPENERS:
-            stack.append(ch)
-        elif stack and stack[-1] == CLOSERS[ch]:
-            stack.pop()
         else:
             unmatched.append((i, ch))
-    return unmatched
-
-
-def unmatched_openers(text: str) -> list[int]:
-    """The indices of the brackets `text` leaves open, innermost last."""
-    stack: list[tuple[int, str]] = []
-    for i, ch in _brackets(text):
-        if ch in OPENERS:
-            stack.append((i, ch))
-        elif stack and stack[-1][1] == CLOSERS[ch]:
-            stack.pop()
-    return [i for i, _ in stack]
+    return Brackets(pairs, unmatched, [i for i, _ in stack])
 
 
 def drop_closed_brackets(text: str, cur: Cursor) -> str:
@@ -157,17 +144,17 @@ def drop_closed_brackets(text: str, cur: Cursor) -> str:
     the line of the innermost bracket open before the cursor, it closes an outer one
     (`print(\n    len(|` above `)`), and the completion's closer is the inner one's."""
     nearby = "\n".join(cur.after.split("\n")[:2])
-    found = unmatched_closers(nearby)
+    found = brackets(nearby).unmatched_closers
     pending = [ch for _, ch in found]
     if not pending:
         return text
     if found[0][0] > len(cur.line_after):           # on the next line
         below = nearby[len(cur.line_after) + 1:]
-        opened = unmatched_openers(cur.before)
+        opened = brackets(cur.before).open
         if (opened and not below[:found[0][0] - len(cur.line_after) - 1].strip()
                 and width(indent_of(below)) < width(indent_of(cur.before[:opened[-1]].rsplit("\n", 1)[-1]))):
             return text
-    closers = unmatched_closers(text)
+    closers = brackets(text).unmatched_closers
     if closers and closers[0][1] == pending[0]:
         return text[:closers[0][0]].rstrip()
     return text

@@ -88,6 +88,12 @@ def cut_suffix(tok: Tokenizer, suffix: str, budget: int) -> str:
     return "".join(lines[:keep])
 
 
+def cut_windows(tok: Tokenizer, prefix: str, suffix: str, budget: Budget) -> tuple[str, str]:
+    """The prefix and suffix windows `budget` holds: the prefix's tail, the suffix's head (cut_prefix,
+    cut_suffix)."""
+    return cut_prefix(tok, prefix, budget.prefix_tokens), cut_suffix(tok, suffix, budget.suffix_tokens)
+
+
 def snippet_ids(tok: Tokenizer, snippets: list[Snippet], budget: int) -> list[int]:
     """`<|file|>` path, newline, text for each snippet in order, while `budget` tokens last."""
     ids: list[int] = []
@@ -115,8 +121,7 @@ def context_ids(tok: Tokenizer, prefix: str, suffix: str, snippets: list[Snippet
     again."""
     check_window_ids(cut, prefix_ids, suffix_ids)
     if cut:
-        prefix = cut_prefix(tok, prefix, budget.prefix_tokens)
-        suffix = cut_suffix(tok, suffix, budget.suffix_tokens)
+        prefix, suffix = cut_windows(tok, prefix, suffix, budget)
     prefix_ids = tok.encode(prefix) if prefix_ids is None else prefix_ids
     suffix_ids = tok.encode(suffix) if suffix_ids is None else suffix_ids
     sp = tok.special

@@ -26,7 +26,7 @@ import torch
 
 from ..api import CompletionRequest, CompletionResult, Timings, begin, check_request
 from ..decoding.denoise import DenoiseConfig, StepPlan, apply_commit, choose_commit, passed, pick_tokens
-from ..decoding.prompt import Budget, cut_prefix, cut_suffix
+from ..decoding.prompt import Budget, cut_windows
 from .common import Backbone
 from .dual_cache import DualCache, PrefixStore, Recorder
 from .graphs import WindowGraphs
@@ -148,8 +148,7 @@ class FamilyEngine:
         prefix, suffix = req.prefix, req.suffix
         if req.cut:   # snippets have no place in these models' infill prompts: they are left out
             budget = self.budget_beside(DREAMON_MAX if self.family.expand else L)
-            prefix = cut_prefix(self.tokenizer, prefix, budget.prefix_tokens)
-            suffix = cut_suffix(self.tokenizer, suffix, budget.suffix_tokens)
+            prefix, suffix = cut_windows(self.tokenizer, prefix, suffix, budget)
         # windows the caller cut may come with their ids (the server's): not encoded again
         prefix_ids = self.tokenizer.encode(prefix) if req.prefix_ids is None else req.prefix_ids
         suffix_ids = self.tokenizer.encode(suffix) if req.suffix_ids is None else req.suffix_ids
