@@ -156,7 +156,7 @@ class SpanfillServer(LanguageServer):
     def update_settings(self, raw) -> Settings:
         """Apply what the client sent; report and skip invalid values. Returns the previous settings."""
         previous = self.session.settings
-        self.session.settings, problems = apply_settings(previous, raw)
+        self.session.settings, problems = apply_settings(previous, raw, self.session.defaults)
         for problem in problems:
             self.warn_user(problem)
         return previous

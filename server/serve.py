@@ -13,7 +13,8 @@ unless the environment says otherwise, which holds the span steps' few shapes an
 stdout carries the protocol and nothing else: before serving stdio, file descriptor 1 is moved
 aside for the protocol and pointed at stderr, so a stray print (ours, or a library's, even from C)
 lands in the log instead of corrupting the stream. Settings sent by the editor in
-`initializationOptions` override --model/--device.
+`initializationOptions` override --model/--device/--threads, except their unset values (model null,
+device "auto", threads null), which keep the command line's (settings.py).
 """
 from __future__ import annotations
 
@@ -107,7 +108,7 @@ def main(argv: list[str]) -> int:
     bound_native_caches()
     from .lsp import server   # imports torch: after logging is set up and the caches are capped
 
-    server.session.settings = settings
+    server.session.settings = server.session.defaults = settings
     try:
         if args.tcp:
             server.start_tcp(args.host, args.port)

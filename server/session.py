@@ -19,6 +19,7 @@ from .stats import Stats, rss_mb
 class Session:
     def __init__(self, settings: Settings = Settings()):
         self.settings = settings
+        self.defaults = settings     # the command line's (serve.py): what an unset model/device/threads means
         self.documents = DocumentStore()
         self.scheduler = Scheduler()
         self.cache = TypingCache()

@@ -4,6 +4,10 @@ Editors send settings in `initializationOptions` and `workspace/didChangeConfigu
 or under a `"spanfill"` section, with camelCase (`spanLength`) or snake_case (`span_length`) keys.
 `apply_settings` returns the new settings plus one message per rejected value; a rejected value
 leaves the previous one in place, so a typo never takes the server down.
+
+`spanfill serve --model/--device/--threads` set the server's own defaults for those three: a client
+that sends their "unset" value (model null or "", device "auto", threads null; the VS Code extension
+sends these when its settings are left empty) gets the command line's, not the built-in ones.
 """
 from __future__ import annotations
 
@@ -171,8 +175,15 @@ def _section(raw: Any) -> Mapping[str, Any]:
     return raw if isinstance(raw, Mapping) else {}
 
 
-def apply_settings(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
-    """Merge `raw` into `current`; returns the new settings and a message for every ignored value."""
+# the settings the command line sets (serve.py), whose unset value means the command line's
+COMMAND_LINE = ("model", "device", "threads")
+UNSET = Settings()
+
+
+def apply_settings(current: Settings, raw: Any, defaults: Settings = UNSET) -> tuple[Settings, list[str]]:
+    """Merge `raw` into `current`; returns the new settings and a message for every ignored value.
+    `defaults`: the server's starting settings (its command line), which a COMMAND_LINE setting sent
+    with its unset value falls back to."""
     changes: dict[str, Any] = {}
     problems: list[str] = []
     for key, value in _section(raw).items():
@@ -186,4 +197,7 @@ def apply_settings(current: Settings, raw: Any) -> tuple[Settings, list[str]]:
             changes[name] = check(value)
         except ValueError as err:
             problems.append(f"spanfill: setting {key}={value!r} ignored: {err}")
+            continue
+        if name in COMMAND_LINE and changes[name] == getattr(UNSET, name):
+            changes[name] = getattr(defaults, name)
     return dataclasses.replace(current, **changes), problems

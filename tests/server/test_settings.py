@@ -88,3 +88,15 @@ def test_check_takes_auto_an_acceptance_or_null():
     assert new.check == 0.2 and len(problems) == 1 and "from 0 to 1" in problems[0]
     new, problems = apply_settings(Settings(), {"check": "always"})
     assert new.check == "auto" and len(problems) == 1
+
+
+def test_unset_model_device_threads_mean_the_command_lines():
+    cli = Settings(model="/cli", device="cpu", threads=2)
+    new, problems = apply_settings(Settings(model="/m", device="cuda", threads=4),
+                                   {"model": None, "device": "auto", "threads": None}, cli)
+    assert not problems
+    assert (new.model, new.device, new.threads) == ("/cli", "cpu", 2)
+    assert apply_settings(cli, {"model": ""}, cli)[0].model == "/cli"
+    named, _ = apply_settings(cli, {"model": "/x", "device": "cuda", "threads": 1}, cli)
+    assert (named.model, named.device, named.threads) == ("/x", "cuda", 1)
+    assert apply_settings(cli, {"model": None, "device": "auto"})[0].model is None     # no command line
