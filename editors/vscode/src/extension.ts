@@ -105,10 +105,19 @@ class Spanfill implements vscode.Disposable {
     };
     const client = new LanguageClient(SECTION, "spanfill", serverOptions, clientOptions);
     client.onDidChangeState((event) => {
-      // Only a stop we did not ask for (a crash): stop() has already forgotten the client.
-      if (event.newState === State.Stopped && this.client === client) {
+      if (this.client !== client) {
+        return;      // stop() has already forgotten a client it stops
+      }
+      if (event.newState === State.Stopped) {       // a stop we did not ask for: a crash
         this.statusItem.text = "$(circle-slash) spanfill";
         this.statusItem.tooltip = "spanfill: server stopped. Run `spanfill: Restart server` or `spanfill: Show log`.";
+      } else if (event.newState === State.Running && this.loadingPoll === undefined) {
+        // also after the client restarted a crashed server, whose model loads again: the status is
+        // polled until loaded (pollWhileLoading stops it), from a tick after the connection's
+        // `initialized` (this event comes before the client sends it)
+        this.statusItem.text = "$(loading~spin) spanfill";
+        this.statusItem.tooltip = "spanfill: starting the server and loading the model";
+        this.loadingPoll = setInterval(() => void this.refreshStatus(), LOADING_POLL_MS);
       }
     });
     this.client = client;
