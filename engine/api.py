@@ -37,6 +37,8 @@ class CompletionRequest:
     prefix: str                          # text before the cursor (already windowed or not: see `cut`)
     suffix: str                          # text after the cursor
     snippets: list[Snippet] = field(default_factory=list)   # other files, most relevant first
+    snippet_tokens: int | None = None    # the most tokens the snippets take, their headers included; None =
+                                         # the model's snippet budget (never more than it)
     span_length: int | None = None       # L; None = the model's default
     steps: int | None = None             # T; None = the model's default (at most CHECKED_STEPS where the AR check runs)
     mode: Mode = "diffusion"
@@ -136,6 +138,8 @@ def check_request(req: CompletionRequest, span_length: int, steps: int,
     if not isinstance(req.snippets, list) or not all(
             isinstance(s, Snippet) and isinstance(s.path, str) and isinstance(s.text, str) for s in req.snippets):
         raise ValueError("snippets must be a list of Snippet(path, text), path and text strings")
+    if req.snippet_tokens is not None and (not _integer(req.snippet_tokens) or req.snippet_tokens < 0):
+        raise ValueError(f"snippet_tokens={req.snippet_tokens!r} must be a number of tokens (0 or more), or None")
     L = span_length if req.span_length is None else req.span_length
     T = steps if req.steps is None else req.steps
     if not _integer(L) or not 1 <= L <= MAX_SPAN:

@@ -162,6 +162,8 @@ class Engine:
         room = L if req.mode == "ar" else max(L, req.span_length or self.model.cfg.span_length)
         limit = self.model.cfg.max_positions - room
         budget = self.budget.within(limit)     # less where a span longer than the model's leaves less
+        if req.snippet_tokens is not None and req.snippet_tokens < budget.snippet_tokens:
+            budget = dataclasses.replace(budget, snippet_tokens=req.snippet_tokens)
         # the windows, cut once: the model's context, and the text AR's block stop reads
         prefix, suffix = cut_windows(tok, req.prefix, req.suffix, budget) if req.cut else (req.prefix, req.suffix)
         window = Cursor(to_lf(prefix), to_lf(suffix))

@@ -68,6 +68,7 @@ def _request(session: Session, ctx: Context, n: int, shown: Shown) -> Completion
     s = session.settings
     sampled = n > 1
     return CompletionRequest(prefix=to_lf(ctx.prefix), suffix=to_lf(ctx.suffix), snippets=ctx.snippets,
+                             snippet_tokens=ctx.snippet_tokens,
                              prefix_ids=ctx.prefix_ids, suffix_ids=ctx.suffix_ids,
                              span_length=s.span_length, steps=s.steps, rule=s.rule, threshold=s.threshold, check=s.check,
                              deadline_ms=s.deadline_ms, n=n, temperature=SAMPLING_TEMPERATURE if sampled else 0.0,

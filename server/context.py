@@ -41,6 +41,7 @@ class Context:
     snippets: list[Snippet] = field(default_factory=list)
     prefix_ids: list[int] | None = None   # the token ids of to_lf(prefix) and to_lf(suffix): what the
     suffix_ids: list[int] | None = None   # engine is sent beside the text
+    snippet_tokens: int | None = None     # the snippets' share of the budget, in tokens: the engine cuts them to it
 
 
 @dataclass
@@ -82,7 +83,7 @@ class ContextBuilder:
         line = doc.line_of(offset)
         prefix, prefix_ids = self._prefix(doc, offset, line, window)
         suffix, suffix_ids = self._suffix(doc, offset, line, window)
-        return Context(prefix, suffix, self._snippets(others), prefix_ids, suffix_ids)
+        return Context(prefix, suffix, self._snippets(others), prefix_ids, suffix_ids, self.snippet_tokens)
 
     def _fitting(self, text: str, budget: int, at_edge: bool) -> list[int] | None:
         """The ids of a held window that may stay: within budget, and not shrunk far below it unless

@@ -63,9 +63,8 @@ class Session:
                 mine = engine.budget.within(room)
             else:
                 mine = Budget.scaled(total)
-            snippet_tokens = engine.budget.snippet_tokens   # the engine cuts snippets to this
             self._builder = weakref.ref(engine), key, ContextBuilder(
-                engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens, snippet_tokens, s.snippet_files)
+                engine.tokenizer, mine.prefix_tokens, mine.suffix_tokens, mine.snippet_tokens, s.snippet_files)
         return self._builder[2]
 
     def forget(self, uri: str) -> None:

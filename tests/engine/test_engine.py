@@ -188,7 +188,7 @@ def test_ar_ends_a_multi_line_cursor_with_the_first_token_of_a_line_that_leaves_
                                  dict(seed=2**70), dict(deadline_ms="soon"), dict(temperature=1e-39),
                                  dict(temperature=1e300), dict(cut="false"), dict(heal="no"), dict(greedy_first=1),
                                  dict(shrink_span=None), dict(fast_steps="no"), dict(cancelled=False),
-                                 dict(would_show=True)])
+                                 dict(would_show=True), dict(snippet_tokens=-1), dict(snippet_tokens=8.0)])
 def test_invalid_requests_get_clear_errors(engine, bad):
     with pytest.raises(ValueError, match="="):
         engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, **bad))
@@ -203,6 +203,20 @@ def test_wrong_typed_text_and_ids_out_of_the_vocabulary_are_refused_before_any_w
     with pytest.raises(ValueError):
         engine.complete(CompletionRequest(**{"prefix": "x = ", "suffix": "\n", **bad}))
     assert engine.cache_stats == cached         # refused before the context cache saw it
+
+
+def test_snippet_tokens_bound_the_snippets_below_the_models_budget(engine):
+    snippets = [Snippet("other.py", "".join(f"value_{i} = compute({i})\n" for i in range(200)))]
+    def context(**extra) -> int:
+        return engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, snippets=snippets, n=1,
+                                                 **extra)).context_tokens
+    alone = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX)).context_tokens
+    own = engine.budget.snippet_tokens
+    assert alone < context() <= alone + own
+    half = own // 2
+    assert alone < context(snippet_tokens=half) <= alone + half < context()
+    assert context(snippet_tokens=0) == alone
+    assert context(snippet_tokens=10 * own) == context()      # never more than the model's own budget
 
 
 def test_every_length_strategy_completes_one_and_several_candidates(engine):

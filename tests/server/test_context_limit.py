@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 from lsprotocol import types
 
+from spanfill.engine.decoding.prompt import Budget
 from spanfill.server.completion import Query, suggest
 from spanfill.server.session import Session
 from spanfill.server.settings import Settings
@@ -74,3 +75,17 @@ async def test_a_budget_the_model_holds_is_used_as_asked_and_nothing_said(sessio
     answer, context = await complete_in_the_middle(session)
     assert answer is not None and 0 < context <= 160
     assert told == []
+
+
+
+async def test_the_snippets_of_other_files_take_their_share_of_the_budget(session, small_models):
+    session, told = session
+    session.settings = dataclasses.replace(session.settings, max_context_tokens=160)
+    await session.scheduler.load(str(small_models[1]), "cpu", "fp32")
+    _, alone = await complete_in_the_middle(session)
+    session.documents.open(types.TextDocumentItem("file:///w/other.py", "python", 1, LONG_FILE))
+    answer, context = await complete_in_the_middle(session)
+    assert answer is not None and session.stats.errors == 0
+    share = Budget.scaled(160).snippet_tokens       # the trained split of 160 tokens (the model's own: more)
+    assert share < session.scheduler.engine.budget.snippet_tokens
+    assert 0 < context - alone <= share and context <= 160
