@@ -1,7 +1,8 @@
 """A Hugging Face hub id ("org/name") resolved to a directory in the local Hugging Face cache, offline.
 
-The cache is where `hf download` / `huggingface-cli download` and transformers put a repository:
-$HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub, as
+The cache is where `hf download` / `huggingface-cli download` and transformers put a repository
+(huggingface_hub's order): $HF_HUB_CACHE, else $HUGGINGFACE_HUB_CACHE, else $HF_HOME/hub, else
+$XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub, as
 models--org--name/snapshots/<revision>/, with refs/main naming the revision. Nothing is downloaded
 unless the caller asks (`download=True`, which needs huggingface_hub and the network) — then only
 safetensors, JSON and tokenizer text files are fetched, never pickles or code.
@@ -26,11 +27,14 @@ def looks_like_hub_id(name: str) -> bool:
 
 
 def hub_cache() -> Path:
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    return Path.home() / ".cache" / "huggingface" / "hub"
+    def env(name: str) -> Path | None:
+        value = os.environ.get(name)
+        return Path(os.path.expandvars(value)).expanduser() if value else None
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if (cache := env(name)) is not None:
+            return cache
+    home = env("HF_HOME") or (env("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface"
+    return home / "hub"
 
 
 def cached_snapshot(repo_id: str, cache: Path | None = None) -> Path | None:

@@ -10,6 +10,7 @@ more than 0.1 (checked for the mask below).
 """
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -486,6 +487,22 @@ def test_a_relative_folder_a_save_left_half_swapped_loads_as_a_folder_not_a_hub_
     shutil.copytree(tiny_model, tmp_path / "runs" / "best.old")
     engine = Engine.load("runs/best", device="cpu", warmup=False)
     assert isinstance(engine, Engine) and (tmp_path / "runs" / "best" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("env,where", [
+    ({"HF_HUB_CACHE": "{tmp}/a", "HUGGINGFACE_HUB_CACHE": "{tmp}/b", "HF_HOME": "{tmp}/c"}, "{tmp}/a"),
+    ({"HUGGINGFACE_HUB_CACHE": "{tmp}/b", "HF_HOME": "{tmp}/c"}, "{tmp}/b"),
+    ({"HF_HOME": "{tmp}/c", "XDG_CACHE_HOME": "{tmp}/x"}, "{tmp}/c/hub"),
+    ({"XDG_CACHE_HOME": "{tmp}/x"}, "{tmp}/x/huggingface/hub"),
+    ({}, "{home}/.cache/huggingface/hub")])
+def test_the_hub_cache_is_found_where_huggingface_hub_puts_it(tmp_path, monkeypatch, env, where):
+    from spanfill.engine.families.hub import hub_cache
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for name, value in env.items():
+        monkeypatch.setenv(name, value.format(tmp=tmp_path))
+    assert hub_cache() == Path(where.format(tmp=tmp_path, home=tmp_path / "home"))
 
 
 def test_a_hub_id_resolves_from_the_local_cache_offline(replicas, tmp_path, monkeypatch):
