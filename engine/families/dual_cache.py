@@ -82,18 +82,31 @@ class DualCache:
         return self.k[layer_idx, :, :, :cap + W], self.v[layer_idx, :, :, :cap + W]
 
 
+# completions a stored prefix's reused keys/values may serve before the prefix is encoded afresh
+MAX_REUSES = 8
+
+
 class PrefixStore:
     """The prefix's keys/values from the last completion, reused by the next one for the longest
     common run of prompt tokens (what typing at the cursor leaves unchanged). Approximate: they were
-    computed while attending to the previous span and suffix."""
+    computed while attending to an earlier prompt. Bounded: only while the prompt after the span
+    (`tail`: the suffix, which every prefix key attended to) is the one they saw, and for at most
+    MAX_REUSES completions in a row (a reused position keeps the keys/values of the completion that
+    encoded it, which did not see the text typed since)."""
 
     def __init__(self):
         self.ids: list[int] = []
+        self.tail: list[int] = []
         self.kv: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.reuses = 0        # completions in a row whose stored keys/values carried reused ones
         self.requests = self.reused_tokens = self.encoded_tokens = 0
 
-    def lookup(self, ids: list[int], limit: int) -> tuple[int, tuple[torch.Tensor, torch.Tensor] | None]:
-        """(r, kv of positions [0, r)): the longest common prefix of `ids` and the stored ids, at most `limit`."""
+    def lookup(self, ids: list[int], limit: int, tail: list[int]) -> tuple[int, tuple[torch.Tensor, torch.Tensor] | None]:
+        """(r, kv of positions [0, r)): the longest common prefix of `ids` and the stored ids, at most
+        `limit`; (0, None) where the prompt after the span is not the stored one's, or the stored
+        keys/values have served MAX_REUSES completions."""
+        if self.kv is None or list(tail) != self.tail or self.reuses >= MAX_REUSES:
+            return 0, None
         r = 0
         for a, b in zip(self.ids[:limit], ids[:limit]):
             if a != b:
@@ -103,11 +116,14 @@ class PrefixStore:
             return 0, None
         return r, (self.kv[0][..., :r, :], self.kv[1][..., :r, :])
 
-    def keep(self, ids: list[int], kv: tuple[torch.Tensor, torch.Tensor]) -> None:
-        self.ids, self.kv = list(ids), (kv[0].clone(), kv[1].clone())
+    def keep(self, ids: list[int], kv: tuple[torch.Tensor, torch.Tensor], tail: list[int], reused: bool) -> None:
+        """Store the keys/values `kv` of prompt `ids` (before the span) beside `tail` (the prompt after
+        it); `reused`: they carry ones an earlier completion stored."""
+        self.ids, self.tail, self.kv = list(ids), list(tail), (kv[0].clone(), kv[1].clone())
+        self.reuses = self.reuses + 1 if reused else 0
 
     def clear(self) -> None:
-        self.ids, self.kv = [], None
+        self.ids, self.tail, self.kv, self.reuses = [], [], None, 0
 
     def count(self, reused: int, encoded: int) -> None:
         self.requests += 1

@@ -221,7 +221,10 @@ class FamilyEngine:
         rows = len(layouts) if spans is None else spans.shape[0]
         r, prefix = 0, None
         if record and self.reuse_prefix:
-            r, prefix = self.prefixes.lookup(list(layouts[0].ids), limit=min(lay.window[0] for lay in layouts))
+            first = layouts[0]
+            if all(lay.ids[lay.window[1]:] == first.ids[first.window[1]:] for lay in layouts):
+                r, prefix = self.prefixes.lookup(list(first.ids), min(lay.window[0] for lay in layouts),
+                                                 list(first.ids[first.window[1]:]))
         ids = torch.full((rows, N), self.special.mask, dtype=torch.long)
         for i in range(rows):
             lay = layouts[min(i, len(layouts) - 1)]
@@ -273,8 +276,9 @@ class FamilyEngine:
 
     def keep_prefix(self, recorder: Recorder, row: int, lay: Layout) -> None:
         if self.reuse_prefix:
-            w0 = lay.window[0]
-            self.prefixes.keep(list(lay.ids[:w0]), recorder.positions(row, torch.arange(w0, device=self.device)))
+            w0, w1 = lay.window
+            self.prefixes.keep(list(lay.ids[:w0]), recorder.positions(row, torch.arange(w0, device=self.device)),
+                               list(lay.ids[w1:]), reused=recorder.prefix is not None)
 
     def pick(self, hidden: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig | None, gen, bias: torch.Tensor):
         """Proposals for the masked positions: (confidence [n, l], proposal [n, l]); `bias` [V] bans

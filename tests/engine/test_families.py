@@ -295,6 +295,24 @@ def test_the_prefix_is_reused_across_requests_and_counted_as_approximate(engines
     assert engine.cache_stats["approximate"] is True
 
 
+def test_reused_prefix_keys_follow_the_suffix_and_are_refreshed(engines):
+    """The stored prefix keys/values attended to the suffix of the prompt that encoded them: a
+    request with another suffix encodes afresh (and answers as a fresh engine does), and a run of
+    reuses ends after MAX_REUSES."""
+    from spanfill.engine.families.dual_cache import MAX_REUSES
+    engine = engines["llada"]
+    engine.prefixes.clear()
+    def complete(prefix: str, suffix: str):
+        return engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, steps=2, span_length=8))
+    complete(SAMPLE_PREFIX, SAMPLE_SUFFIX)
+    edited = complete(SAMPLE_PREFIX, "\n")                  # the code below the cursor changed
+    assert edited.reused_tokens == 0
+    engine.prefixes.clear()
+    assert complete(SAMPLE_PREFIX, "\n").texts == edited.texts
+    reused = [complete(SAMPLE_PREFIX + "x" * i, "\n").reused_tokens for i in range(1, MAX_REUSES + 3)]
+    assert all(r > 0 for r in reused[:MAX_REUSES]) and reused[MAX_REUSES] == 0 and reused[MAX_REUSES + 1] > 0
+
+
 def test_dreamon_span_changes_length_while_denoising(engines, monkeypatch):
     """DreamOn's first step proposes <|expand|> at its most confident position, so the span grows."""
     engine = engines["dreamon"]
