@@ -99,7 +99,13 @@ class PrefixStore:
         self.tail: list[int] = []
         self.kv: tuple[torch.Tensor, torch.Tensor] | None = None
         self.reuses = 0        # completions in a row whose stored keys/values carried reused ones
+        self._counted = False  # this completion's reuse is counted (or it encoded afresh)
         self.requests = self.reused_tokens = self.encoded_tokens = 0
+
+    def begin(self) -> None:
+        """A completion starts: its first stored reuse counts towards MAX_REUSES (later forwards of the
+        same completion, DreamOn's after each change of length, reuse what it stored itself)."""
+        self._counted = False
 
     def lookup(self, ids: list[int], limit: int, tail: list[int]) -> tuple[int, tuple[torch.Tensor, torch.Tensor] | None]:
         """(r, kv of positions [0, r)): the longest common prefix of `ids` and the stored ids, at most
@@ -120,10 +126,13 @@ class PrefixStore:
         """Store the keys/values `kv` of prompt `ids` (before the span) beside `tail` (the prompt after
         it); `reused`: they carry ones an earlier completion stored."""
         self.ids, self.tail, self.kv = list(ids), list(tail), (kv[0].clone(), kv[1].clone())
-        self.reuses = self.reuses + 1 if reused else 0
+        if not reused:
+            self.reuses, self._counted = 0, True
+        elif not self._counted:
+            self.reuses, self._counted = self.reuses + 1, True
 
     def clear(self) -> None:
-        self.ids, self.tail, self.kv, self.reuses = [], [], None, 0
+        self.ids, self.tail, self.kv, self.reuses, self._counted = [], [], None, 0, False
 
     def count(self, reused: int, encoded: int) -> None:
         self.requests += 1

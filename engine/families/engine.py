@@ -158,6 +158,7 @@ class FamilyEngine:
             gen = torch.Generator(device=self.device)
             gen.manual_seed(req.seed if req.seed is not None else int(time.time_ns()) & 0xFFFFFFFF)
         t0 = time.perf_counter()
+        self.prefixes.begin()
         out = self.infill_ids(prefix_ids, suffix_ids, L, T, req.n, req.rule, req.threshold, req.temperature,
                               req.top_p, req.greedy_first, gen, deadline, req.cancelled)
         timings.denoise_ms = _ms(t0)

@@ -1,7 +1,7 @@
 """End-to-end: `spanfill serve --model DIR --threads N` sets the server's defaults. A client that
 sends the unset values (model null or "", device "auto", threads null: what the VS Code extension
-sends for settings left empty) keeps them, at initialize and in a later configuration change; a
-value the client names wins."""
+sends for settings left empty) keeps them, at initialize and in a later configuration change; any
+other value the client names wins (the unset values themselves then mean the command line's)."""
 import time
 
 from lsp_helpers import CONFIG, SERVE

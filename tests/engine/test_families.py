@@ -313,6 +313,18 @@ def test_reused_prefix_keys_follow_the_suffix_and_are_refreshed(engines):
     assert all(r > 0 for r in reused[:MAX_REUSES]) and reused[MAX_REUSES] == 0 and reused[MAX_REUSES + 1] > 0
 
 
+def test_dreamon_counts_a_completion_once_towards_the_reuse_bound(engines):
+    """DreamOn stores the prefix again after every forward of a completion (each candidate, each change
+    of length): the bound counts completions, not forwards."""
+    from spanfill.engine.families.dual_cache import MAX_REUSES
+    engine = engines["dreamon"]
+    engine.prefixes.clear()
+    reused = [engine.complete(CompletionRequest(prefix=SAMPLE_PREFIX + "x" * i, suffix=SAMPLE_SUFFIX, n=3,
+                                                temperature=1.0, seed=i)).reused_tokens
+              for i in range(MAX_REUSES + 1)]
+    assert reused[0] == 0 and all(r > 0 for r in reused[1:])
+
+
 def test_dreamon_span_changes_length_while_denoising(engines, monkeypatch):
     """DreamOn's first step proposes <|expand|> at its most confident position, so the span grows."""
     engine = engines["dreamon"]

@@ -109,6 +109,8 @@ class Spanfill implements vscode.Disposable {
         return;      // stop() has already forgotten a client it stops
       }
       if (event.newState === State.Stopped) {       // a stop we did not ask for: a crash
+        clearInterval(this.loadingPoll);
+        this.loadingPoll = undefined;
         this.statusItem.text = "$(circle-slash) spanfill";
         this.statusItem.tooltip = "spanfill: server stopped. Run `spanfill: Restart server` or `spanfill: Show log`.";
       } else if (event.newState === State.Running && this.loadingPoll === undefined) {
@@ -208,6 +210,8 @@ class Spanfill implements vscode.Disposable {
       return;
     }
     if (!enabled()) {
+      clearInterval(this.loadingPoll);      // nothing to show while off (a restart's poll would run on)
+      this.loadingPoll = undefined;
       return this.showIdle();
     }
     this.statusInFlight = true;
