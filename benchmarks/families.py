@@ -66,7 +66,7 @@ def measure_shape(shape: str, device: str, dtype: torch.dtype, context: int, rep
         engine.cache_for(1, lay).fill(recorder, 0, lay.context().to(engine.device))
         engine.keep_prefix(recorder, 0, lay)
         typed = engine.layout(prefix + [prefix[-1]], suffix, SPAN)
-        reused = engine.prefixes.lookup(list(typed.ids), typed.window[0], list(typed.ids[typed.window[1]:]))[0]
+        reused = engine.prefixes.lookup(list(typed.ids), typed.window[0], typed.after)[0]
         row("prefill, typed (prefix reused)", timed(lambda: engine.full_forward([typed]), repeats),
             tokens=len(typed.ids) - reused)
         engine.reuse_prefix = False

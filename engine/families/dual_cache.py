@@ -96,7 +96,7 @@ class PrefixStore:
 
     def __init__(self):
         self.ids: list[int] = []
-        self.tail: list[int] = []
+        self.tail: tuple[int, ...] = ()
         self.kv: tuple[torch.Tensor, torch.Tensor] | None = None
         self.reuses = 0        # completions in a row whose stored keys/values carried reused ones
         self._counted = False  # this completion's reuse is counted (or it encoded afresh)
@@ -107,11 +107,11 @@ class PrefixStore:
         same completion, DreamOn's after each change of length, reuse what it stored itself)."""
         self._counted = False
 
-    def lookup(self, ids: list[int], limit: int, tail: list[int]) -> tuple[int, tuple[torch.Tensor, torch.Tensor] | None]:
+    def lookup(self, ids: list[int], limit: int, tail: tuple[int, ...]) -> tuple[int, tuple[torch.Tensor, torch.Tensor] | None]:
         """(r, kv of positions [0, r)): the longest common prefix of `ids` and the stored ids, at most
         `limit`; (0, None) where the prompt after the span is not the stored one's, or the stored
         keys/values have served MAX_REUSES completions."""
-        if self.kv is None or list(tail) != self.tail or self.reuses >= MAX_REUSES:
+        if self.kv is None or tuple(tail) != self.tail or self.reuses >= MAX_REUSES:
             return 0, None
         r = 0
         for a, b in zip(self.ids[:limit], ids[:limit]):
@@ -122,17 +122,17 @@ class PrefixStore:
             return 0, None
         return r, (self.kv[0][..., :r, :], self.kv[1][..., :r, :])
 
-    def keep(self, ids: list[int], kv: tuple[torch.Tensor, torch.Tensor], tail: list[int], reused: bool) -> None:
+    def keep(self, ids: list[int], kv: tuple[torch.Tensor, torch.Tensor], tail: tuple[int, ...], reused: bool) -> None:
         """Store the keys/values `kv` of prompt `ids` (before the span) beside `tail` (the prompt after
         it); `reused`: they carry ones an earlier completion stored."""
-        self.ids, self.tail, self.kv = list(ids), list(tail), (kv[0].clone(), kv[1].clone())
+        self.ids, self.tail, self.kv = list(ids), tuple(tail), (kv[0].clone(), kv[1].clone())
         if not reused:
             self.reuses, self._counted = 0, True
         elif not self._counted:
             self.reuses, self._counted = self.reuses + 1, True
 
     def clear(self) -> None:
-        self.ids, self.tail, self.kv, self.reuses, self._counted = [], [], None, 0, False
+        self.ids, self.tail, self.kv, self.reuses, self._counted = [], (), None, 0, False
 
     def count(self, reused: int, encoded: int) -> None:
         self.requests += 1

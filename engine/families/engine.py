@@ -57,6 +57,12 @@ class Layout:
         it, whose output predicts the span's first token."""
         return (max(self.start - 1, 0) if self.shifted else self.start), self.start + self.length
 
+    @property
+    def after(self) -> tuple[int, ...]:
+        """The prompt after the window (the suffix and what follows it): what every key before the
+        window attended to (dual_cache.PrefixStore)."""
+        return self.ids[self.window[1]:]
+
     def rows(self, offset: int = 0) -> torch.Tensor:
         """[length] the output row predicting each span position, counted from position `offset`.
         Shifted: the row before (position 0 predicts itself, as the publishers' shift does)."""
@@ -222,10 +228,9 @@ class FamilyEngine:
         rows = len(layouts) if spans is None else spans.shape[0]
         r, prefix = 0, None
         if record and self.reuse_prefix:
-            first = layouts[0]
-            if all(lay.ids[lay.window[1]:] == first.ids[first.window[1]:] for lay in layouts):
-                r, prefix = self.prefixes.lookup(list(first.ids), min(lay.window[0] for lay in layouts),
-                                                 list(first.ids[first.window[1]:]))
+            after = layouts[0].after
+            if all(lay.after == after for lay in layouts):
+                r, prefix = self.prefixes.lookup(list(layouts[0].ids), min(lay.window[0] for lay in layouts), after)
         ids = torch.full((rows, N), self.special.mask, dtype=torch.long)
         for i in range(rows):
             lay = layouts[min(i, len(layouts) - 1)]
@@ -277,9 +282,9 @@ class FamilyEngine:
 
     def keep_prefix(self, recorder: Recorder, row: int, lay: Layout) -> None:
         if self.reuse_prefix:
-            w0, w1 = lay.window
+            w0 = lay.window[0]
             self.prefixes.keep(list(lay.ids[:w0]), recorder.positions(row, torch.arange(w0, device=self.device)),
-                               list(lay.ids[w1:]), reused=recorder.prefix is not None)
+                               lay.after, reused=recorder.prefix is not None)
 
     def pick(self, hidden: torch.Tensor, masked: torch.Tensor, cfg: DenoiseConfig | None, gen, bias: torch.Tensor):
         """Proposals for the masked positions: (confidence [n, l], proposal [n, l]); `bias` [V] bans
