@@ -48,7 +48,7 @@ class DemoFile(ClientDocument):
     """examples/inventory.py open in the headless editor, and the requests the demo sends about it."""
 
     def __init__(self, client: LanguageClient, path: Path):
-        super().__init__(client, path.resolve().as_uri(), path.read_text())
+        super().__init__(client, path.resolve().as_uri(), path.read_text(encoding="utf-8"))
 
     def cursor_after(self, anchor: str) -> types.Position:
         """The end of the (empty, indented) line below the docstring of the function `anchor`."""
@@ -129,7 +129,7 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"spanfill demo: {args.file} is not a file; pass --file PATH\n")
         return 2
     try:
-        lines = args.file.read_text(encoding="utf-8").splitlines()
+        lines = args.file.read_text(encoding="utf-8").split("\n")     # as DemoFile (ClientDocument) reads it
     except (OSError, UnicodeDecodeError) as err:
         sys.stderr.write(f"spanfill demo: cannot read {args.file}: {err}\n")
         return 2
