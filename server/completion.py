@@ -60,8 +60,10 @@ def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int, tu
         return doc, offset, (offset, offset)
     start = doc.offset_at(sel.range.start, encoding)
     end = max(start, doc.offset_at(sel.range.end, encoding))
-    text = doc.text[:start] + sel.text + doc.text[end:]
-    return Document(doc.uri, doc.language_id, doc.version, text), start + len(sel.text), (start, end)
+    view = Document(doc.uri, doc.language_id, doc.version, doc.text[:start] + sel.text + doc.text[end:],
+                    _starts=doc.line_starts)
+    view._splice_starts(start, end, len(sel.text))   # not a scan of the whole text at every request
+    return view, start + len(sel.text), (start, end)
 
 
 def _request(session: Session, ctx: Context, n: int, shown: Shown) -> CompletionRequest:

@@ -177,7 +177,10 @@ class LineEdits:
     """A text as its lines, each with its line break (the last without one), for a batch of edits:
     an edit rewrites the lines it touches and the line before them (a \\r ending that line and a
     \\n the edit puts first form one break; the line an edit ends in keeps its own break, so the
-    lines after it are untouched), so its cost is those lines' length and not the document's. A
+    lines after it are untouched), so its cost is those lines' length and not the document's. An
+    edit inside one line that inserts no line break (a replace-all's) is spliced into that line
+    with no scan for breaks: it can neither make nor split one, since its columns stop before the
+    line's break (a replace-all of 200 matches on a 1 MB minified line took 0.7 s of rescans). A
     change that raises part-way through a batch leaves the document as it was."""
 
     def __init__(self, text: str):
@@ -192,14 +195,23 @@ class LineEdits:
         if position.line >= len(self.lines):
             last = len(self.lines) - 1
             return last, len(self.lines[last])
-        line = self.lines[position.line].rstrip("\r\n")
-        return position.line, units_to_chars(line, position.character, encoding)
+        raw = self.lines[position.line]
+        width = len(raw) - (2 if raw.endswith("\r\n") else 1 if raw.endswith(("\r", "\n")) else 0)
+        if encoding == UTF32 or raw.isascii():   # no copy of a long line without its break
+            return position.line, min(max(position.character, 0), width)
+        return position.line, units_to_chars(raw[:width], position.character, encoding)
 
     def replace(self, span: types.Range, text: str, encoding: str) -> None:
         """Replace `span` (client positions, clamped; an end before the start is the start, as in
         apply_change) with `text`."""
         start, end = self._locate(span.start, encoding), self._locate(span.end, encoding)
         end = max(start, end)
+        line = self.lines[start[0]]
+        if start[0] == end[0] and "\r" not in text and "\n" not in text and (text or start[1] or line[end[1]:end[1] + 1] != "\n"):
+            # (a line emptied down to a \n break after a line ending in \r joins the two breaks: the scan below)
+            self.lines[start[0]] = line[:start[1]] + text + line[end[1]:]
+            self.end = (start[0], start[1] + len(text))
+            return
         lo, hi = max(0, start[0] - 1), end[0] + 1
         region = "".join(self.lines[lo:hi])
         before = sum(len(line) for line in self.lines[lo:start[0]]) + start[1]

@@ -216,6 +216,31 @@ def test_a_replace_all_builds_the_text_once_and_scans_only_the_lines_it_touches(
     assert counting.scanned[0] == len(text) and sum(counting.scanned[1:]) < 10_000 * 3 * 45
 
 
+@pytest.mark.parametrize("order", ["bottom-up", "top-down"])
+def test_a_replace_all_on_one_long_line_scans_it_for_line_breaks_once(monkeypatch, order):
+    """A replace-all of 200 matches on a 1 MB minified line splices each match into that line: the
+    text is scanned for line breaks once (to split it into lines) and not again per edit (each edit
+    re-split the line: 0.7 s on the event loop), whichever order the client sends the edits in."""
+    counting = CountingPattern(LINE_BREAK)
+    monkeypatch.setattr(documents, "LINE_BREAK", counting)
+    line = "foo = bar(baz) + qux; " * 50_000
+    text = line + "\nend\n"
+    d = doc(text)
+    columns = [m.start() for m in re.finditer("baz", line)][:200]
+    ranges = [types.Range(P(0, c), P(0, c + 3)) for c in columns]
+    if order == "bottom-up":    # each range as the document is before it: later matches first
+        changes = [types.TextDocumentContentChangePartial(range=r, text="zabz") for r in reversed(ranges)]
+    else:                       # each range shifted by the matches already replaced before it
+        changes = [types.TextDocumentContentChangePartial(range=types.Range(P(0, r.start.character + i), P(0, r.end.character + i)),
+                                                          text="zabz") for i, r in enumerate(ranges)]
+    counting.scanned.clear()
+    d.apply_changes(changes, UTF16)
+    expected = line.replace("baz", "zabz", 200) + "\nend\n"
+    assert d.text == expected and d.line_starts == [0, len(expected) - 4, len(expected)]
+    assert counting.scanned == [len(text)]
+    assert d.last_edit == (columns[0] + 4 if order == "bottom-up" else columns[-1] + 199 + 4)
+
+
 @pytest.mark.parametrize("encoding", [UTF16, UTF8])
 def test_lone_surrogates_count_the_same_both_ways(encoding):
     """A client mid-way through typing a pair sends one half: it is one code point here and one
