@@ -10,8 +10,8 @@ Judged from the text alone, as typed so far, so it errs towards accepting:
   docstring or a long bracketed literal is read as the inside of one. Brackets still open at a line
   that only a statement can start (`def`, `return`, ...) were left unfinished by code being written
   above it, and are dropped there (`recover`). A cursor inside a string or comment, or a cursor line
-  that continues an open bracket or string from the lines above, is not judged (the statement starts
-  outside what is known).
+  that continues an open bracket or string or a line ending in a backslash from above, is not judged
+  (the statement starts outside what is known).
 * Otherwise the cursor line starts a statement: the line before the cursor, the completion and the
   rest of the line are compiled (`codeop`, so an unfinished statement — an open bracket, a block
   header — counts as fine): inside a loop in an `async def` or a `def` (so that `return`, `await`,
@@ -147,17 +147,19 @@ start_state = StartStates()
 
 
 def _line_state(cur: Cursor) -> ScanState | None:
-    """The scan state at the start of the cursor's line, or None where that line continues a bracket or
-    string opened above."""
+    """The scan state at the start of the cursor's line, or None where that line continues a bracket,
+    a string or a backslash-continued line from above."""
     above = cur.before[:len(cur.before) - len(cur.line_before)]
     at_line = scan(above, start_state(cur.above), recover=True)
     _forget_unfinished(at_line, cur.line_before, 0)
+    if above.endswith("\\\n") and not scan(above[:-1], start_state(cur.above), recover=True).comment:
+        return None               # the line above ends in a backslash: this line continues its statement
     return at_line if at_line.top_level else None
 
 
 def _cursor_state(cur: Cursor) -> ScanState | None:
     """The scan state at the cursor, or None where the cursor is not judged (inside a string or a
-    comment, or on a line that continues a bracket or string opened above)."""
+    comment, or on a line that continues a bracket, a string or a backslash-continued line from above)."""
     at_line = _line_state(cur)
     if at_line is None:
         return None
@@ -187,7 +189,9 @@ def keep_python(text: str, cur: Cursor) -> str | None:
         return text
     lines = text.split("\n")
     for k in range(len(lines), 0, -1):
-        kept = "\n".join(lines[:k]).rstrip()
+        kept = "\n".join(lines[:k])
+        if k < len(lines) or not cur.line_after.strip():
+            kept = kept.rstrip()    # what ends the text before the rest of the line is kept: `not |x` needs its space
         if kept.strip() and not _judge(kept, cur, at_cursor):
             return kept
     return None

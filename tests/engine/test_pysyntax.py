@@ -144,7 +144,8 @@ def test_a_window_that_starts_inside_a_docstring_is_judged_from_the_text_above_i
     assert finish("return min(items)", cur, python=True) == "return min(items)"
     _, cur = window_at(DOCSTRING + '"""\n\n\ndef cheapest(items):\n|    return None\n', 5)   # column 0
     assert finish("if = item.split(item)\n", cur, python=True) is None
-    assert finish("items.sort()\n", cur, python=True) == "items.sort()\n"
+    assert finish("    items.sort()\n", cur, python=True) == "    items.sort()\n"
+    assert finish("items.sort()\n", cur, python=True) is None      # the body below it would be an unexpected indent
 
     in_prose = DOCSTRING + "Returns: |\n" + '"""\n'          # prose inside the docstring is not code
     _, cur = window_at(in_prose, 2)
@@ -218,3 +219,15 @@ def test_a_line_nested_past_the_parser_s_stack_is_judged_not_raised(line):
     """compile() raises MemoryError or RecursionError on nesting deeper than its stack: the gate calls
     such text not Python (it used to raise, and the server took the error for a broken engine)."""
     assert finish("1", Cursor(line, "\n"), python=True) is None
+
+
+def test_a_line_continued_by_a_backslash_is_not_judged_on_its_own():
+    """A cursor line after a line that ends in a backslash continues that line's statement: it is not
+    compiled as a statement of its own (`:` after `if a and \\` + `b` was dropped); a backslash in a
+    comment continues nothing."""
+    cur = Cursor("def f(a, b):\n    if a and \\\n            b", "\n")
+    assert not not_python(":", cur) and finish(":\n        pass", cur, python=True) == ":"
+    with_ = Cursor("with open(a) as f, \\\n        open(", "\n")
+    assert not not_python("b) as g:", with_)
+    commented = Cursor("x = 1  # a note \\\n", "\n")
+    assert not_python("= = 2", commented)
