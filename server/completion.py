@@ -255,13 +255,14 @@ def inline_items(answer: Answer | None) -> types.InlineCompletionList:
 
 def completion_items(answer: Answer | None) -> types.CompletionList:
     """The fallback for clients without inline completion: the first line of each text, with its line
-    break where the text ends with one (whole lines above a column-0 cursor's line: postprocess.at_line_start)."""
+    break (and the indentation after it) where that is all the text has after it (whole lines above
+    the line whose code starts at the cursor: postprocess.at_line_start)."""
     items = []
     if answer is not None:
         for text, sid in zip(answer.texts, answer.ids):
             brk = LINE_BREAK.search(text)      # LSP's line breaks: not str.splitlines' (\x0c, \u2028, ...)
             first = text[:brk.end()] if brk else text
-            line = first if text.endswith(("\n", "\r")) else first.rstrip("\r\n")
+            line = text if brk and not text[brk.end():].strip() else first.rstrip("\r\n")
             if not line.strip():
                 continue
             items.append(types.CompletionItem(

@@ -4,9 +4,11 @@ Each rule is one function over `(text, Cursor)`; `finish` applies them in order:
 
 1. line policy      single-line when the cursor has text after it on its line (or sits at the end
                     of a line that opens no block); multi-line at an empty line or after a block
-                    opener (`:`, `{`, `(`, `[`, `=>`). At column 0 of a line with text, a candidate
-                    that breaks the line inserts whole lines above it: it is finished as at a blank
-                    line above that line, and shown with its line break (`at_line_start`)
+                    opener (`:`, `{`, `(`, `[`, `=>`). At the start of a line's code (column 0, or
+                    just after its indentation), a candidate that breaks the line inserts whole
+                    lines above it: it is finished as at a blank line above that line, and shown
+                    with its line break and the line's indentation (`at_line_start`); in a Python
+                    document those lines must be Python above the line they move down
 2. suffix overlap   drop the tail that repeats the text right after the cursor
 3. brackets         never close a bracket that the suffix already closes
 4. indentation      no deeper than the block at an empty line, stop where a line leaves the
@@ -24,7 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .pysyntax import CLOSERS, OPENERS, cut_unreachable, keep_python
+from .pysyntax import CLOSERS, OPENERS, cut_unreachable, keep_python, not_python
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 QUOTES = "\"'`"
@@ -72,9 +74,10 @@ def wants_multiline(cur: Cursor) -> bool:
 
 
 def at_line_start(cur: Cursor) -> bool:
-    """The cursor is at column 0 of a line with text: where the model writes a line break, its middle
-    is whole lines inserted above that line (training's `line_start` cuts; line-level infilling)."""
-    return cur.line_before == "" and bool(cur.line_after.strip())
+    """The cursor is at the start of a line's code, at column 0 or just after the line's indentation
+    (where Home and Vim's `I` put it): where the model writes a line break, its middle is whole lines
+    inserted above that line (training's `line_start` cuts; line-level infilling)."""
+    return not cur.line_before.strip() and bool(cur.line_after.strip())
 
 
 def apply_line_policy(text: str, cur: Cursor) -> str:
@@ -258,12 +261,15 @@ def match_indent_style(line: str, tabs: bool) -> str:
 
 
 def repeats_following_lines(text: str, cur: Cursor) -> bool:
-    """The completed line(s) are a copy of the non-blank lines right below the cursor line."""
+    """The completed line(s) are a copy of the non-blank lines right below the cursor line, indentation
+    and all (a `return None` or `}` one block deeper than the one below is no copy)."""
     lines = (cur.line_before + text + cur.line_after).split("\n")
     if len(lines) > 1 and not text.split("\n", 1)[0].strip():
         lines = lines[1:]    # the cursor line itself is unchanged: compare only the new lines
-    typed = [line.strip() for line in lines if line.strip()]
-    below = [line.strip() for line in cur.lines_below if line.strip()]
+
+    def code(lines):
+        return [(width(indent_of(line)), line.strip()) for line in lines if line.strip()]
+    typed, below = code(lines), code(cur.lines_below)
     return bool(typed) and typed == below[:len(typed)]
 
 
@@ -273,10 +279,7 @@ def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
     cur = Cursor(to_lf(cur.before), to_lf(cur.after), to_lf(cur.above))
     raw = to_lf(raw)
     if at_line_start(cur) and "\n" in raw:
-        # whole lines above the cursor's line: finished as at a blank line between the two, ended
-        # with the line break that moves the cursor's line below them
-        lines = finish(raw, Cursor(cur.before, "\n" + cur.after, cur.above), python)
-        return None if lines is None else lines + "\n"
+        return _lines_above(raw, cur, python)
     text = apply_line_policy(raw, cur)
     text = trim_suffix_overlap(text, cur)
     text = drop_closed_brackets(text, cur)
@@ -290,6 +293,23 @@ def finish(raw: str, cur: Cursor, python: bool = False) -> str | None:
     if not text.strip() or repeats_following_lines(text, cur):
         return None
     return text
+
+
+def _lines_above(raw: str, cur: Cursor, python: bool) -> str | None:
+    """At the start of a line's code: whole lines above that line, finished as at a blank line between
+    the two, and ended with the line break and indentation that move the line's code below them. In
+    Python, only the leading lines that the line below them still follows (a block header above an
+    unindented line is an IndentationError)."""
+    indent = cur.line_before
+    lines = finish(raw, Cursor(cur.before, "\n" + indent + cur.after, cur.above), python)
+    if lines is None:
+        return None
+    kept = lines.split("\n")
+    while python and kept and not_python("\n".join(kept) + "\n" + indent, cur):
+        kept.pop()
+    if not "\n".join(kept).strip():
+        return None
+    return "\n".join(kept).rstrip() + "\n" + indent
 
 
 class Shown:

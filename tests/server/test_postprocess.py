@@ -53,8 +53,35 @@ def test_column_zero_without_a_line_break_prefixes_the_line():
     cur = at("def f(items):\n|print(items)\n")
     assert at_line_start(cur)
     assert finish("return ", cur) == "return "
-    assert not at_line_start(at("def f(items):\n    |print(items)\n"))   # after the indentation: single-line
     assert not at_line_start(at("def f(items):\n|\n"))                   # a blank line: multi-line as before
+    assert not at_line_start(at("def f(items):\n    print|(items)\n"))   # inside the code: single-line
+
+
+def test_after_the_indentation_a_line_break_inserts_whole_lines_above_with_the_indentation_after_them():
+    """Just after a line's indentation (where Home and Vim's `I` put the cursor), a candidate that breaks
+    the line is whole lines above it, ended with the line break and the indentation that put the line's
+    code back where it was (the break was dropped: `b = a * 2return a`)."""
+    source = "def f(a):\n    |return a\n"
+    cur = at(source)
+    assert at_line_start(cur) and not wants_multiline(cur)
+    for raw in ("b = a * 2\n    ", "b = a * 2\n"):                  # diffusion's middle; the AR fallback's first line
+        shown = finish(raw, cur, python=True)
+        assert shown == "b = a * 2\n    "
+        assert source.replace("|", shown) == "def f(a):\n    b = a * 2\n    return a\n"
+    assert finish("const b = a * 2;\n  ", at("function f(a) {\n  |return a;\n}\n")) == "const b = a * 2;\n  "
+    assert finish("b = a * 2\n    c = b\n    ", cur) == "b = a * 2\n    c = b\n    "
+    assert finish("return a\n", cur) is None                           # a copy of the line it moves down
+    assert finish("b = ", at("def f(a):\n    |a.sort()\n"), python=True) == "b = "   # no line break: it prefixes the line
+
+
+def test_lines_above_a_line_are_python_only_if_that_line_still_follows_them():
+    """In Python, whole lines inserted above a line keep only the leading lines after which that line
+    still parses: a block header above a line no deeper than it is an IndentationError."""
+    cur = at("x = 1\n|print(x)\n")
+    assert finish("if x:\n", cur, python=True) is None
+    assert finish("y = 2\nfor i in range(3):\n", cur, python=True) == "y = 2\n"
+    assert finish("if x:\n", cur, python=False) == "if x:\n"           # other languages: not judged
+    assert finish("if x:\n    y = 2\n", at("x = 1\n|    print(x)\n"), python=True) == "if x:\n    y = 2\n"   # the line joins the block
 
 
 # -- suffix overlap ------------------------------------------------------------------------
@@ -222,3 +249,19 @@ def test_duplicate_of_the_next_line_yields_nothing():
 def test_crlf_text_is_handled_as_lf():
     cur = Cursor("def f(x):\r\n    ", "\r\n")
     assert finish("return x\r\n", cur) == "return x"
+
+
+def test_a_copy_of_the_lines_below_counts_their_indentation():
+    """The text that ends an inner block is no copy of the same text below that ends an outer one."""
+    assert finish("return None", at("def f(x):\n    if x < 0:\n        |\n    return None\n"), python=True) == "return None"
+    assert finish("}", at("function f(x) {\n  if (x) {\n    y();\n  |\n}\n")) == "}"
+    assert finish("return None", at("def f(x):\n    if x < 0:\n        return 1\n    |\n    return None\n")) is None
+
+
+def test_a_mid_line_completion_keeps_the_space_before_the_text_after_it():
+    """The Python gate judged and returned the candidate without its trailing spaces, which the text
+    after the cursor needs: `if |x:` + `not x` showed `not` (`if notx:`, which compiles)."""
+    assert finish("not x", at("if |x:\n    pass\n"), python=True) == "not "
+    assert finish("await foo()", at("async def g():\n    y = |foo()\n"), python=True) == "await "
+    assert finish("a + b", at("x = |b\n"), python=True) == "a + "
+    assert finish("total ", at("    return |\n"), python=True) == "total"     # nothing after it on the line
