@@ -39,7 +39,9 @@ class CompletionRequest:
     snippets: list[Snippet] = field(default_factory=list)   # other files, most relevant first
     snippet_tokens: int | None = None    # the most tokens the snippets take, their headers included; None =
                                          # the model's snippet budget (never more than it)
-    span_length: int | None = None       # L; None = the model's default
+    span_length: int | None = None       # L; None = the model's default, started on SINGLE_LINE_SPAN (16) at a
+                                         # single-line cursor (length.start_span: a middle there ends within 15
+                                         # tokens unless the AR check or fallback writes on)
     steps: int | None = None             # T; None = the model's default (at most CHECKED_STEPS where the AR check runs)
     mode: Mode = "diffusion"
     rule: Rule = "content"               # how a step picks what to commit (denoise.py): "content" spreads
@@ -51,7 +53,7 @@ class CompletionRequest:
     temperature: float = 0.0             # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
-    greedy_first: bool = False           # with temperature > 0 and n > 1: candidate 0 greedy, others sampled
+    greedy_first: bool = False           # with temperature > 0: candidate 0 greedy, others sampled (n = 1: greedy)
     deadline_ms: float | None = None     # time budget; when spent, everything left commits at once
     cut: bool = True                     # cut prefix/suffix windows to the model's token budget
     prefix_ids: list[int] | None = None  # with cut=False, the token ids of exactly `prefix` and `suffix` where
@@ -88,7 +90,7 @@ class Timings:
 
 @dataclass
 class CompletionResult:
-    texts: list[str]                     # one per candidate; text to insert at the cursor
+    texts: list[str]                     # one per candidate (one, AR's, where it fell back); text to insert at the cursor
     context_tokens: int                  # length of the causal context
     reused_tokens: int                   # context tokens served from the KV cache
     encoded_tokens: int                  # context tokens encoded for this request

@@ -150,9 +150,11 @@ class Engine:
     def _complete(self, req: CompletionRequest) -> CompletionResult:
         L, T = check_request(req, self.model.cfg.span_length, self.model.cfg.steps,
                              vocab_size=self.tokenizer.vocab_size)
+        # the cursor's kind from its lines as LSP counts them (a caller's text may end lines with \r alone)
+        cursor = Cursor(to_lf(req.prefix), to_lf(req.suffix))
         if req.mode == "diffusion" and req.span_length is None:
-            L = start_span(L, req.prefix, req.suffix)
-        multiline = wants_multiline(Cursor(req.prefix, req.suffix))   # AR's line end, the fallback
+            L = start_span(L, cursor.before, cursor.after)
+        multiline = wants_multiline(cursor)   # AR's line end, the fallback
         t_start, deadline = begin(req)
         timings = Timings()
         tok = self.tokenizer
@@ -172,13 +174,14 @@ class Engine:
         healing = self.healer.heal(ids) if req.heal else Healing(ids, b"", None)
         ids = healing.ids
         if len(ids) > limit:
+            advice = "a shorter span_length" if req.cut else "cut=True or shorter windows"
             raise ValueError(f"context of {len(ids)} tokens plus a span of {room} exceeds the model's "
-                             f"{self.model.cfg.max_positions} positions; pass cut=True or shorter windows")
+                             f"{self.model.cfg.max_positions} positions; pass {advice}")
         timings.tokenize_ms = _ms(t0)
 
         t0 = time.perf_counter()
         compiled = self.compiled if self.compiled is not None and self.compiled.ready and req.fast_steps else None
-        length = resolve_length(req.length, req.prefix, req.suffix, self.model.length_head is not None)
+        length = resolve_length(req.length, cursor.before, cursor.after, self.model.length_head is not None)
         head = req.mode == "diffusion" and length == "head"
         if head and self.model.length_head is None:
             raise ValueError(f"length='head' needs a model with a length head; {self.name} has none "
@@ -207,9 +210,14 @@ class Engine:
             rows, steps_run, deadline_hit, cancelled = self._diffusion(lookup.entry, C, L, T, length, req, gen, deadline,
                                                                        healing, compiled)
         timings.denoise_ms = _ms(t0)
+        # a deadline that ran out during the last step cut nothing, but leaves no time for the AR check
+        # or fallback: either would write a token or two and replace what diffusion wrote
+        late = deadline_hit or passed(deadline)
         kept: list[int] = []
         check_passes = 0
-        if accept is not None and not (deadline_hit or cancelled):
+        if accept is not None and late and not cancelled:
+            deadline_hit = True          # the draft stands unchecked
+        if accept is not None and not (late or cancelled):
             t0 = time.perf_counter()
             rows, kept, check_passes, deadline_hit, cancelled = self._check(lookup.entry, C, rows, accept, temps, req, gen,
                                                                             deadline, healing, compiled, multiline, window)
@@ -221,9 +229,11 @@ class Engine:
         # nothing the caller would show: one greedy AR candidate of the same weights. Not where diffusion
         # wrote nothing at a single-line cursor (the model sees nothing to insert there: AR's time is
         # spared while typing); at a multi-line cursor (an empty line, a block opener) a body is wanted
-        fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled and not deadline_hit
+        fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled
                      and (any(text.strip() for text in texts) or multiline)
                      and not any(req.would_show(text) for text in texts))
+        if fell_back and (late or deadline_hit):
+            fell_back, deadline_hit = False, True
         if fell_back:
             t0 = time.perf_counter()
             L_ar = req.span_length or self.model.cfg.span_length

@@ -28,7 +28,7 @@ class Settings:
     device: str = "auto"
     dtype: str = "auto"
     threads: int | None = None               # CPU threads for the engine; None = one fewer than the cores
-    span_length: int | None = None           # tokens per denoised span; None = the model's default
+    span_length: int | None = None           # tokens per denoised span; None = the model's default (16 at a single-line cursor)
     steps: int | None = None                 # denoising steps per span; None = the model's default
     rule: str = "content"                    # commit rule (engine/decoding/denoise.py): content, fixed or threshold
     threshold: float = 0.9                   # confidence for rule="threshold"

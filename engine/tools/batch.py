@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("input", type=Path)
     ap.add_argument("output", type=Path)
     ap.add_argument("--steps", type=int, default=None, help="denoising steps T (default: the model's)")
-    ap.add_argument("--span", type=int, default=None, help="span length L (default: the model's)")
+    ap.add_argument("--span", type=int, default=None, help="span length L (default: the model's; 16 at a single-line cursor)")
     ap.add_argument("--mode", choices=("diffusion", "ar"), default="diffusion")
     ap.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
     ap.add_argument("--device", default="auto")

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from spanfill.engine import CancelledError, CompletionRequest, Snippet
-from spanfill.engine.testing import SAMPLE_PREFIX as PREFIX, SAMPLE_SUFFIX as SUFFIX
+from spanfill.engine import CancelledError, CompletionRequest, Engine, Snippet
+from spanfill.engine.testing import SAMPLE_PREFIX as PREFIX, SAMPLE_SUFFIX as SUFFIX, build_tiny_model
 
 
 def suppress(engine, *token_ids):
@@ -98,6 +98,38 @@ def test_deadline_commits_everything_left_in_one_final_step(engine):
     suppress(engine, sp.eom, sp.pad)
     result = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, span_length=16, steps=8, deadline_ms=0))
     assert result.deadline_hit and result.steps_run == 1 and result.finished == [False]
+
+
+def test_a_deadline_that_ran_out_in_the_last_step_leaves_no_ar_check_or_fallback(engine):
+    """A deadline that passes during the final (or only) step cuts no step, but the AR fallback after it
+    wrote one token and stopped at the deadline, and that token replaced what diffusion wrote; the AR
+    check likewise ran past it. Both are skipped: diffusion's text stands, and the deadline counts as hit."""
+    plain = engine.complete(CompletionRequest(prefix="def f(x):\n    ", suffix="\n", steps=1, check=None))
+    late = engine.complete(CompletionRequest(prefix="def f(x):\n    ", suffix="\n", steps=1, check=None, deadline_ms=0,
+                                             would_show=lambda text: False))
+    assert not late.fell_back and late.deadline_hit and late.texts == plain.texts
+    checked = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, steps=1, check=0.03, deadline_ms=0))
+    assert checked.deadline_hit and checked.check_passes == 0
+    assert checked.texts == engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, steps=1, check=None)).texts
+
+
+def test_a_cursor_in_text_with_cr_line_ends_is_the_kind_of_cursor_its_lf_twin_is(tmp_path, monkeypatch):
+    """Lines ended by a lone \r (an API caller's text; LSP counts \r as a line end) decide the span, the
+    length rule and AR's stop as \n does: `def f():\r    |` is a multi-line cursor (the raw text read it
+    as the end of one long line: a single-line cursor's shorter span)."""
+    engine = Engine.load(build_tiny_model(tmp_path / "m", span_length=32, length_classes=33), device="cpu",
+                         dtype="fp32", warmup=False)
+    seen = []
+    real = engine._diffusion
+
+    def spy(entry, C, L, T, length, *args):
+        seen.append((L, length))
+        return real(entry, C, L, T, length, *args)
+    monkeypatch.setattr(engine, "_diffusion", spy)
+    for prefix, suffix in (("def f():\n    ", "\n    return 1\n"), ("def f():\r    ", "\r    return 1\r"),
+                           ("x = foo(", ")\n"), ("x = foo(", ")\r")):
+        engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, check=None))
+    assert seen[0] == seen[1] == (32, "head") and seen[2] == seen[3] == (16, "pad")
 
 
 def test_cancelled_request(engine):
