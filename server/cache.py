@@ -4,10 +4,14 @@ After a suggestion `return a + b` is shown at `|`, typing `ret` makes the editor
 new cursor. If the text around the cursor is what the model saw (same prefix window before the
 typed characters, same suffix window after the cursor) and the typed characters are the start of
 a cached candidate, the answer is the rest of that candidate (`urn a + b`), with no engine call.
+Once the whole candidate is typed nothing is left to show, unless it ended on a block opener
+(`for item in items:`): there the engine is asked again, for the block's body.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from spanfill.engine.decoding.postprocess import Cursor, to_lf, wants_multiline
 
 
 @dataclass(frozen=True)
@@ -36,10 +40,11 @@ class TypingCache:
 
     def lookup(self, uri: str, text: str, offset: int, wanted: int = 1, source: tuple = ()) -> list[str] | None:
         """The remaining candidates at `offset` in `text`, or None on a miss. An empty list is a
-        hit too: the user has typed a whole suggestion, and there is nothing left to propose. A
-        request that wants several candidates (an invocation) misses where the engine was asked for
-        fewer, or where nothing is left: the user asked for suggestions. A suggestion from another
-        `source` (another model, other settings) misses."""
+        hit too: the user has typed a whole suggestion, and there is nothing left to propose, unless
+        the cursor now ends a block opener with nothing after it on the line (a miss: the body is
+        next). A request that wants several candidates (an invocation) misses where the engine was
+        asked for fewer, or where nothing is left: the user asked for suggestions. A suggestion from
+        another `source` (another model, other settings) misses."""
         s = self._last.get(uri)
         if s is None or s.asked < wanted or s.source != source:
             return None
@@ -53,4 +58,15 @@ class TypingCache:
         if not rest:
             return None
         left = [r for r in rest if r.strip()]
-        return left if left or wanted == 1 else None
+        if not left and (wanted > 1 or _opens_block(text, offset)):
+            return None
+        return left
+
+
+def _opens_block(text: str, offset: int) -> bool:
+    """Whether the cursor at `offset` ends a line that opens a block (postprocess.wants_multiline at a
+    line with code before the cursor and none after it)."""
+    start = max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
+    end = min((i for i in (text.find("\n", offset), text.find("\r", offset)) if i >= 0), default=len(text))
+    line = Cursor(to_lf(text[start:offset]), to_lf(text[offset:end]))
+    return bool(line.before.strip()) and wants_multiline(line)

@@ -35,6 +35,20 @@ def test_typing_the_whole_suggestion_is_a_hit_with_nothing_left():
     assert cache_with("return a + b").lookup(URI, *typed("return a + b")) == []
 
 
+def test_a_whole_suggestion_that_ends_on_a_block_opener_misses_so_the_body_is_asked_for():
+    """After `for item in items:` is typed or accepted in full the engine is asked again (the body is
+    next, as Copilot shows it); after a plain statement nothing is left, with no engine call."""
+    assert cache_with("for i in range(a):").lookup(URI, *typed("for i in range(a):")) is None
+    assert cache_with("total = {").lookup(URI, *typed("total = {")) is None
+    assert cache_with("for i in range(a):").lookup(URI, *typed("for i in range")) == ["(a):"]
+    crlf = SOURCE.replace("\n", "\r\n")
+    at = crlf.index("\r\n\r\nprint")
+    cache = TypingCache()
+    cache.store(URI, Suggestion(at, len(crlf) - at, crlf[:at], crlf[at:], ("if a:",)))
+    assert cache.lookup(URI, crlf[:at] + "if a:" + crlf[at:], at + 5) is None
+    assert cache.lookup(URI, crlf[:at] + "if a" + crlf[at:], at + 4) == [":"]
+
+
 def test_edits_elsewhere_or_backspace_miss():
     cache = cache_with("return a + b")
     text, offset = typed("ret")
