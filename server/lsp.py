@@ -30,7 +30,7 @@ import threading
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
 from pygls.io_ import run_async
 from pygls.lsp.server import LanguageServer
 
@@ -146,6 +146,10 @@ class SpanfillServer(LanguageServer):
         could parse, so from the reader (source JsonRpcException) this is a body that is not JSON."""
         if source is JsonRpcException:
             self.protocol.refuse_unparsable(error)
+        elif source is JsonRpcInternalError:
+            # a message could not be sent (the client closed the pipe: `exit` with a request pending):
+            # pygls's default would send the client a message about it, fail again and recurse
+            log.error("could not send to the client: %s", error)
         else:
             super().report_server_error(error, source)
 
@@ -220,22 +224,19 @@ class SpanfillServer(LanguageServer):
         reload was superseded by this load)."""
         settings = self.session.settings
         name = settings.model or "the shipped model"
+        # the load starts before the progress round trip: a request meanwhile waits for this model (it
+        # was answered "not loaded yet"); newer settings' load, started later, takes over from it
+        loading = asyncio.ensure_future(self.session.scheduler.load(settings.model, settings.device, settings.dtype,
+                                                                    settings.engine_threads))
+        loading.add_done_callback(lambda f: f.cancelled() or f.exception())   # retrieved if no one awaits it (exit)
+        await asyncio.sleep(0)        # the scheduler's state is "loading" from here on
         token = await self._progress_token()
-        if self.session.settings.engine_key != settings.engine_key:
-            # newer settings named another model while the client answered: their own load (which may
-            # have been queued first) decides
-            done = f"not loading {name}: newer settings name another model"
-            if token:
-                self.work_done_progress.end(token, types.WorkDoneProgressEnd(message=done))
-            log.info("%s", done)
-            return
         reload = False
         if token:
             self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
                 title="spanfill", message=f"loading {name} on {settings.device}"))
         try:
-            engine = await self.session.scheduler.load(settings.model, settings.device, settings.dtype,
-                                                       settings.engine_threads)
+            engine = await loading
             self._loaded, self._failed_load = settings, None
             info = engine.info
             dtype = info["dtype"] + (" with int8 matmuls" if info["int8_matmuls"] else "")
@@ -401,6 +402,10 @@ def _feedback(ls: SpanfillServer, params, accepted: bool) -> None:
     """Count a verdict. These are notifications, with no response to carry an error, so an id that
     is not a string is logged and ignored: counted as a verdict without an id, it would be counted
     again at every resend."""
+    if params is not None and not hasattr(params, "_asdict"):     # pygls hands a JSON object over as a namedtuple
+        log.warning("%s ignored: its params %s are not an object; send {\"id\": the item's command.arguments[0]}",
+                    ACCEPTED if accepted else REJECTED, _as_sent(params))
+        return
     sid = getattr(params, "id", None)
     if sid is not None and not isinstance(sid, str):
         log.warning("%s ignored: its id %s is not a string; send the item's command.arguments[0]",

@@ -203,6 +203,9 @@ class SpanfillProtocol(LanguageServerProtocol):
             problem = f'its "jsonrpc" is {jsonrpc!r}, not {JSONRPC!r}'
         elif self._shutdown and method != types.EXIT:
             problem = "the server is shutting down (shutdown was requested); only exit is accepted"
+        elif method == types.INITIALIZE and self._initialize_seen:
+            # a second one would renegotiate the position encoding under the open documents
+            problem = "initialize was already received (LSP: once per connection)"
         elif not self._initialize_seen and method != types.INITIALIZE:
             return JsonRpcServerNotInitialized(f"{JsonRpcServerNotInitialized.MESSAGE}: {method} came before "
                                                f"initialize; send initialize first (LSP)")

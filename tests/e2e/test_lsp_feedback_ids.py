@@ -7,7 +7,7 @@ import json
 import pytest
 import pytest_lsp
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pytest_lsp import LanguageClient
 
 from lsp_helpers import CONFIG, start, status
@@ -52,3 +52,25 @@ async def test_the_accept_command_refuses_an_id_that_is_not_a_string(client: Lan
         await client.workspace_execute_command_async(types.ExecuteCommandParams(command="spanfill.accept",
                                                                                 arguments=arguments))
     assert (await status(client)).accepted == before.accepted
+
+
+@pytest.mark.parametrize("params", [[1], "s1", 7])
+async def test_feedback_whose_params_are_not_an_object_is_ignored_and_logged(client: LanguageClient, params):
+    """Counted before as a verdict without an id (getattr of a list's `id` is None)."""
+    before = await status(client)
+    client.protocol.notify("spanfill/accepted", params)
+    client.protocol.notify("spanfill/rejected", params)
+    after = await status(client)
+    assert (after.accepted, after.rejected) == (before.accepted, before.rejected)
+    assert any("not an object" in m.message and json.dumps(params) in m.message for m in client.log_messages)
+
+
+async def test_a_second_initialize_is_refused_and_changes_nothing(client: LanguageClient):
+    """LSP allows initialize once; a second one was taken: its capabilities renegotiated the position
+    encoding under the open documents and its initializationOptions replaced the settings."""
+    before = await status(client)
+    with pytest.raises(JsonRpcInvalidRequest, match="already received"):
+        await client.protocol.send_request_async("initialize", types.InitializeParams(
+            capabilities=types.ClientCapabilities(), initialization_options={"spanfill": {"model": "/nonexistent"}}))
+    after = await status(client)
+    assert after.settings.model == before.settings.model and after.state == "ready"

@@ -83,6 +83,33 @@ async def test_a_client_that_never_answers_the_progress_create_does_not_hold_the
         server.session.scheduler.close()
 
 
+async def test_a_request_during_the_progress_round_trip_waits_for_the_model(tiny_model, monkeypatch):
+    """The load starts before window/workDoneProgress/create is answered: a request in between waits for
+    the model (it was answered "the model has not been loaded yet", an empty suggestion at startup)."""
+    tok = Tokenizer.from_file(tiny_model / "tokenizer.json")
+    engine = FakeEngine(tok)
+    server = SpanfillServer()
+    server.session.scheduler = Scheduler(loader=lambda path, **kw: engine)
+    monkeypatch.setattr(server, "client_supports", lambda *path: True)
+    answer = asyncio.get_running_loop().create_future()
+
+    async def answered_later(token):
+        return await answer
+    monkeypatch.setattr(server.work_done_progress, "create_async", answered_later)
+    monkeypatch.setattr(server.work_done_progress, "begin", lambda *a: None)
+    monkeypatch.setattr(server.work_done_progress, "end", lambda *a: None)
+    try:
+        load = asyncio.create_task(server.load_engine())
+        await asyncio.sleep(0.01)                              # the client has not answered yet
+        waiting = asyncio.create_task(server.session.scheduler.ready_engine())
+        await asyncio.sleep(0.05)
+        answer.set_result(None)
+        assert await asyncio.wait_for(waiting, 10) is engine
+        await asyncio.wait_for(load, 10)
+    finally:
+        server.session.scheduler.close()
+
+
 async def test_a_model_that_broke_while_a_failing_one_loaded_is_loaded_again(tiny_model, monkeypatch):
     """The serving model breaks (its reload starts), the user asks for another that fails to load:
     the reload was superseded, so the model the settings fall back to is loaded again, not left off."""

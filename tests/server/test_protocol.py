@@ -154,3 +154,25 @@ async def test_a_field_of_the_wrong_json_type_is_invalid_not_converted(monkeypat
         assert ok.params.context.trigger_kind is types.CompletionTriggerKind.TriggerCharacter
     finally:
         server.session.forget(uri)
+
+
+def test_a_message_that_could_not_be_sent_is_logged_and_not_sent_about():
+    """After the client closed the pipe (`exit` with a request pending) every send fails; pygls's default
+    report told the client about each failure, which failed to send and was reported again, until
+    Python's recursion limit (6.5 MB of tracebacks on stderr). A failed send is logged, once, and
+    nothing more is sent."""
+    server = SpanfillServer()
+    writes = []
+
+    class Closed:
+        def write(self, data):
+            writes.append(data)
+            raise ValueError("write to closed file")
+
+        def close(self):
+            pass
+
+    server.protocol.set_writer(Closed())
+    server.protocol._initialize_seen = True
+    server.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message="hello"))
+    assert len(writes) == 1
