@@ -26,7 +26,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from .pysyntax import CLOSERS, OPENERS, cut_unreachable, keep_python, not_python
+from .pysyntax import CLOSERS, OPENERS, cut_unreachable, followed_by_line, keep_python
 
 BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 QUOTES = "\"'`"
@@ -305,7 +305,7 @@ def _lines_above(raw: str, cur: Cursor, python: bool) -> str | None:
     if lines is None:
         return None
     kept = lines.split("\n")
-    while python and kept and not_python("\n".join(kept) + "\n" + indent, cur):
+    while python and kept and not followed_by_line(kept, cur):
         kept.pop()
     if not "\n".join(kept).strip():
         return None

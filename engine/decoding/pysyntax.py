@@ -197,6 +197,34 @@ def keep_python(text: str, cur: Cursor) -> str | None:
     return None
 
 
+TRAILING_COMMENT = re.compile(r"[ \t]*#[^'\"]*$")
+
+
+def followed_by_line(lines: list[str], cur: Cursor) -> bool:
+    """Whether the cursor's line still stands after whole `lines` inserted above it (the cursor at the
+    start of that line's code: postprocess.at_line_start): below a block header (`if x:`) it must be
+    deeper than the header, below other code no deeper than that code's last line (an unexpected
+    indent otherwise). A line the inserted text leaves inside brackets or a string continues it, and
+    a cursor the gate does not judge (inside a string, a continued line) is not judged here either."""
+    at_cursor = _cursor_state(cur)
+    if at_cursor is None:
+        return True
+    text = "\n".join(lines)
+    end = scan(text + "\n", at_cursor)
+    if not end.top_level or text.rstrip().endswith("\\"):
+        return True
+    placed = [cur.line_before + lines[0], *lines[1:]]      # the first line goes after the cursor's indentation
+    last = next((line for line in reversed(placed) if line.strip() and not line.lstrip().startswith("#")), None)
+    if last is None:
+        return True
+    below = cur.line_after
+    width = len(cur.line_before.expandtabs(4)) + len(below.expandtabs(4)) - len(below.expandtabs(4).lstrip())
+    depth = len(last.expandtabs(4)) - len(last.expandtabs(4).lstrip())
+    if TRAILING_COMMENT.sub("", last).rstrip().endswith(":"):
+        return width > depth
+    return width <= depth
+
+
 FLOW_END = re.compile(r"[ \t]*(?:return|raise|continue|break)\b")
 
 

@@ -18,7 +18,7 @@ SOURCE = '''def mean(values):
         total += value
     return total / len(values)
 '''
-CURSOR = types.Position(4, 0)            # column 0 of `        total += value`
+CURSOR = types.Position(5, 0)            # column 0 of `    return total / len(values)`
 OFFSET = len("".join(SOURCE.splitlines(keepends=True)[:CURSOR.line]))
 
 
@@ -49,7 +49,7 @@ async def test_inline_item_inserts_whole_lines_above_the_cursor_line(client: Lan
     assert whole_line(text), repr(text)
     edited = SOURCE[:OFFSET] + text + SOURCE[OFFSET:]
     # the cursor's line is intact, on its own line below what was inserted
-    assert edited.splitlines()[CURSOR.line + text.count("\n")] == "        total += value"
+    assert edited.splitlines()[CURSOR.line + text.count("\n")] == "    return total / len(values)"
 
 
 async def test_crlf_document_gets_crlf_line_breaks(client: LanguageClient):

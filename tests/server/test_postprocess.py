@@ -82,6 +82,10 @@ def test_lines_above_a_line_are_python_only_if_that_line_still_follows_them():
     assert finish("y = 2\nfor i in range(3):\n", cur, python=True) == "y = 2\n"
     assert finish("if x:\n", cur, python=False) == "if x:\n"           # other languages: not judged
     assert finish("if x:\n    y = 2\n", at("x = 1\n|    print(x)\n"), python=True) == "if x:\n    y = 2\n"   # the line joins the block
+    body = at("def f(values):\n    for v in values:\n        use(v)\n|    return values\n")
+    assert finish("        use(v + 1)\n", body, python=True) == "        use(v + 1)\n"   # deeper above a dedent: fine
+    assert finish("    values.sort()\n", at("def f(values):\n|        return values\n"), python=True) is None   # unexpected indent
+    assert finish("total = sum(\n", at("x = 1\n|    values)\n"), python=True) == "total = sum(\n"   # a bracket it continues
 
 
 # -- suffix overlap ------------------------------------------------------------------------
