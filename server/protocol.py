@@ -53,6 +53,9 @@ def header_line(line: bytes) -> bytes:
     return b"Content-Length: %s\r\n" % match.group(1) if match else line
 
 
+MESSAGE_KEYS = {"method", "id", "result", "error"}    # a JSON-RPC message has one of these beside "jsonrpc"
+
+
 @dataclass(frozen=True)
 class Unreadable:
     """A JSON-RPC message whose params (or result) did not deserialize, kept for an answer."""
@@ -159,8 +162,8 @@ class SpanfillProtocol(LanguageServerProtocol):
         """`json.loads`'s object hook, called for every object of a body, innermost first; the one
         with "jsonrpc" is the message. One that does not deserialize comes back as `Unreadable`
         for `handle_message` to answer, instead of raising out of the reader unanswered."""
-        if "jsonrpc" not in data:
-            return data
+        if "jsonrpc" not in data or not MESSAGE_KEYS & data.keys():
+            return data               # a message has a method, an id, a result or an error; this is a value in one
         if "method" in data and "params" not in data:
             data = {**data, "params": None}    # JSON-RPC lets params be omitted; pygls's generic types do not
         if "id" in data and (method := data.get("method")) != types.EXIT and is_notification(method):

@@ -176,3 +176,13 @@ def test_a_message_that_could_not_be_sent_is_logged_and_not_sent_about():
     server.protocol._initialize_seen = True
     server.window_log_message(types.LogMessageParams(type=types.MessageType.Info, message="hello"))
     assert len(writes) == 1
+
+
+def test_an_object_with_a_jsonrpc_key_inside_params_is_a_value_not_a_message():
+    """The JSON hook sees every object, innermost first: one inside params with a "jsonrpc" key (a
+    document's metadata, a command's argument) was read as a message, and the request answered with an
+    internal error. Only an object with a method, an id, a result or an error is one."""
+    server = SpanfillServer()
+    inner = {"jsonrpc": "2.0", "note": "metadata"}
+    assert server.protocol.structure_message(dict(inner)) == inner
+    assert not isinstance(server.protocol.structure_message({"jsonrpc": "2.0", "id": 1, "method": "shutdown"}), dict)
