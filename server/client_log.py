@@ -12,8 +12,8 @@ from pygls.lsp.server import LanguageServer
 class ClientLogHandler(logging.Handler):
     """Forward warnings to the client as window/logMessage, from any thread, through the event loop
     of the connection (`SpanfillServer.forward_logs` sets it). A record logged after that loop has
-    closed (a worker finishing after the client left) has no client to go to: it is dropped here, and
-    stderr or the log file still has it."""
+    closed (a worker finishing after the client left), or after `exit`, has no client to go to: it is
+    dropped here, and stderr or the log file still has it."""
 
     LEVELS = {logging.ERROR: types.MessageType.Error, logging.WARNING: types.MessageType.Warning}
 
@@ -23,7 +23,7 @@ class ClientLogHandler(logging.Handler):
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if self.loop is None or self.loop.is_closed():
+        if self.loop is None or self.loop.is_closed() or getattr(self.ls, "closing", False):
             return
         kind = self.LEVELS[logging.ERROR if record.levelno >= logging.ERROR else logging.WARNING]
         params = types.LogMessageParams(type=kind, message=self.format(record))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 
@@ -255,14 +256,15 @@ def inline_items(answer: Answer | None) -> types.InlineCompletionList:
 
 def completion_items(answer: Answer | None) -> types.CompletionList:
     """The fallback for clients without inline completion: the first line of each text, with its line
-    break (and the indentation after it) where that is all the text has after it (whole lines above
-    the line whose code starts at the cursor: postprocess.at_line_start)."""
+    break and the indentation the text ends with where it ends with a break and indentation (whole
+    lines above the line whose code starts at the cursor: postprocess.at_line_start)."""
     items = []
     if answer is not None:
         for text, sid in zip(answer.texts, answer.ids):
             brk = LINE_BREAK.search(text)      # LSP's line breaks: not str.splitlines' (\x0c, \u2028, ...)
             first = text[:brk.end()] if brk else text
-            line = text if brk and not text[brk.end():].strip() else first.rstrip("\r\n")
+            tail = re.search(r"(?:\r\n|\r|\n)([ \t]*)$", text)   # lines above the cursor's: break and indentation last
+            line = first + tail.group(1) if brk and tail else first.rstrip("\r\n")
             if not line.strip():
                 continue
             items.append(types.CompletionItem(

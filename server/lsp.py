@@ -30,7 +30,7 @@ import threading
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
-from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.io_ import run_async
 from pygls.lsp.server import LanguageServer
 
@@ -82,6 +82,8 @@ class SpanfillServer(LanguageServer):
         self._failed_load: tuple | None = None      # (engine_key, message) of the last failure shown
         self._background: set[asyncio.Task] = set()
         self.exit_code = 0                          # the process's, once the connection ends
+        self._reporting = False                     # inside report_server_error (its own sends may fail)
+        self.closing = False                        # `exit` came, or the connection ended: nothing more to send
         self.session.scheduler.on_failure = self.report_engine_failure
         self.session.on_notice = self.warn_user
         self.client_log = ClientLogHandler(self)
@@ -134,6 +136,7 @@ class SpanfillServer(LanguageServer):
 
     def shutdown(self) -> None:
         """The connection has ended (`exit`, or the client went away without one): no more engine work."""
+        self.closing = True
         logging.getLogger("spanfill").removeHandler(self.client_log)
         self.session.scheduler.close()
         super().shutdown()
@@ -146,12 +149,17 @@ class SpanfillServer(LanguageServer):
         could parse, so from the reader (source JsonRpcException) this is a body that is not JSON."""
         if source is JsonRpcException:
             self.protocol.refuse_unparsable(error)
-        elif source is JsonRpcInternalError:
-            # a message could not be sent (the client closed the pipe: `exit` with a request pending):
-            # pygls's default would send the client a message about it, fail again and recurse
-            log.error("could not send to the client: %s", error)
+        elif self.closing or self._reporting:
+            # after `exit` the client's pipe is closed, and a response still pending fails to send; pygls's
+            # default reported each failure to the client, which failed and was reported again (to the
+            # recursion limit: 6.5 MB of tracebacks); a report that fails itself is not reported either
+            log.debug("not reported to the client: %s", error)
         else:
-            super().report_server_error(error, source)
+            self._reporting = True
+            try:
+                super().report_server_error(error, source)
+            finally:
+                self._reporting = False
 
     def warn_user(self, message: str) -> None:
         log.warning("%s", message)
@@ -444,3 +452,4 @@ def on_shutdown(ls: SpanfillServer, params) -> None:
 @server.feature(types.EXIT)
 def on_exit(ls: SpanfillServer, params) -> None:
     ls.exit_code = 0 if ls.protocol._shutdown else 1    # LSP: exit before shutdown exits with 1
+    ls.closing = True

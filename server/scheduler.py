@@ -18,7 +18,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from spanfill.engine import CancelledError, CompletionRequest, CompletionResult, Engine, set_threads
@@ -69,6 +69,7 @@ class Scheduler:
         self._loader = loader             # Engine.load, or a stand-in in tests
         self._latest: dict[tuple[str, str], Ticket] = {}     # (uri, kind): the newest request
         self._loading: asyncio.Future | None = None
+        self._newest: LoadArgs | None = None   # the newest load's arguments (read on the worker)
         self._loaded_with: LoadArgs | None = None
         self._broken: Engine | None = None   # the engine that last raised, set on the worker
         self.engine: Engine | None = None
@@ -87,6 +88,7 @@ class Scheduler:
 
     def _start_load(self, args: LoadArgs) -> asyncio.Task:
         """Queue a load on the worker; the task ends once the engine is in service (or it failed)."""
+        self._newest = args = replace(args)     # its own object: the worker tells the newest load by `is`
         job = asyncio.get_running_loop().run_in_executor(self._worker, self._load_on_worker, args)
         loading = asyncio.ensure_future(self._install(args, job))
         self._loading, self.state = loading, "loading"
@@ -94,6 +96,8 @@ class Scheduler:
 
     def _load_on_worker(self, args: LoadArgs) -> Engine:
         self._broken = None       # the jobs queued behind a failed engine have all run: let it go
+        if args is not self._newest:   # a newer load was queued behind this one: its outcome would be discarded
+            raise LoadSuperseded("a newer load was queued before this one started")
         return self._loader(args.path, device=args.device, dtype=args.dtype, threads=args.threads)
 
     async def _install(self, args: LoadArgs, job: asyncio.Future) -> Engine:

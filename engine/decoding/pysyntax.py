@@ -197,32 +197,70 @@ def keep_python(text: str, cur: Cursor) -> str | None:
     return None
 
 
-TRAILING_COMMENT = re.compile(r"[ \t]*#[^'\"]*$")
+CONTINUATION = re.compile(r"(?:elif|else|except|finally)\b")   # a line that goes on with the compound statement above
+
+
+def _code(line: str, state: ScanState) -> str:
+    """`line` without its comment (`#` outside strings, from `state` at its start), right-stripped."""
+    for i, ch in enumerate(line):
+        if ch == "#":
+            at = scan(line[:i], _copy(state))
+            if not at.comment and at.quote is None:
+                return line[:i].rstrip()
+    return line.rstrip()
+
+
+def _width(line: str) -> int:
+    spaced = line.expandtabs(8)              # as Python's tokenizer counts a tab
+    return len(spaced) - len(spaced.lstrip())
 
 
 def followed_by_line(lines: list[str], cur: Cursor) -> bool:
     """Whether the cursor's line still stands after whole `lines` inserted above it (the cursor at the
-    start of that line's code: postprocess.at_line_start): below a block header (`if x:`) it must be
-    deeper than the header, below other code no deeper than that code's last line (an unexpected
-    indent otherwise). A line the inserted text leaves inside brackets or a string continues it, and
-    a cursor the gate does not judge (inside a string, a continued line) is not judged here either."""
+    start of that line's code: postprocess.at_line_start). The indentation levels open above are
+    followed through the prefix window and the inserted lines: an inserted line must dedent to a level
+    that is open; the line below must be deeper than a block header the lines end with, else at an
+    open level no deeper than their last statement, and an `else`/`elif`/`except`/`finally` below needs
+    their last statement deeper than itself (the body of its compound statement). Not judged: a cursor
+    the gate does not judge (inside a string, a continued line), lines that leave a bracket, string or
+    backslash continuation open, a comment below."""
     at_cursor = _cursor_state(cur)
-    if at_cursor is None:
+    below = cur.line_after.lstrip()
+    if at_cursor is None or below.startswith("#"):
         return True
-    text = "\n".join(lines)
-    end = scan(text + "\n", at_cursor)
-    if not end.top_level or text.rstrip().endswith("\\"):
-        return True
+    above = cur.before[:len(cur.before) - len(cur.line_before)].split("\n")[:-1]
     placed = [cur.line_before + lines[0], *lines[1:]]      # the first line goes after the cursor's indentation
-    last = next((line for line in reversed(placed) if line.strip() and not line.lstrip().startswith("#")), None)
-    if last is None:
+    state = start_state(cur.above)
+    levels: list[int] = []
+    header = continued = False
+    last = None                                            # the width of the last statement line
+    for i, line in enumerate(above + placed):
+        inserted = i >= len(above)
+        starts = state.top_level and not continued
+        code = _code(line, state) if line.strip() else ""
+        state = scan(line + "\n", state, recover=not inserted)
+        if not starts or not code:
+            continued = continued and bool(code) and code.endswith("\\")
+            continue
+        width = _width(line)
+        if header and (not levels or width > levels[-1]):
+            levels.append(width)
+        else:
+            while levels and levels[-1] > width:
+                levels.pop()
+            if levels and levels[-1] != width and inserted:
+                return False                               # a dedent to no open level
+            if not levels or levels[-1] < width:
+                levels.append(width)                       # above the window's first line: levels unknown
+        header, continued, last = code.endswith(":"), code.endswith("\\"), width
+    if not state.top_level or continued:
         return True
-    below = cur.line_after
-    width = len(cur.line_before.expandtabs(4)) + len(below.expandtabs(4)) - len(below.expandtabs(4).lstrip())
-    depth = len(last.expandtabs(4)) - len(last.expandtabs(4).lstrip())
-    if TRAILING_COMMENT.sub("", last).rstrip().endswith(":"):
-        return width > depth
-    return width <= depth
+    width = _width(cur.line_before + cur.line_after)
+    if header:
+        return width > last
+    if CONTINUATION.match(below):
+        return last is not None and last > width and (not levels or width in levels or width < levels[0])
+    return last is None or (width <= last and (width in levels or not levels or width < levels[0]))
 
 
 FLOW_END = re.compile(r"[ \t]*(?:return|raise|continue|break)\b")

@@ -537,11 +537,12 @@ def test_the_fallback_item_is_the_first_line_by_lsp_s_line_breaks():
     from spanfill.server.completion import Answer, completion_items
     here = types.Range(types.Position(0, 0), types.Position(0, 0))
     texts = ['msg = "one\u2028two"\nnext()', "x = 1\x0c  # page", "\x0c\ny = 2", "first\r\nsecond", "a\rb", "line\n",
-             "b = a * 2\r\n    "]
+             "b = a * 2\r\n    ", "a = 1\nb = 2\n", "a = 1\n    b = 2\n    "]
     items = completion_items(Answer(texts, here, [str(i) for i in range(len(texts))], False)).items
     assert [i.text_edit.new_text for i in items] == ['msg = "one\u2028two"', "x = 1\x0c  # page", "first", "a",
                                                      "line\n",    # a blank first line offers nothing
-                                                     "b = a * 2\r\n    "]   # a line above the cursor's, its indentation after it
+                                                     "b = a * 2\r\n    ",   # a line above the cursor's, its indentation after it
+                                                     "a = 1\n", "a = 1\n    "]   # the first of several lines above it
 
 
 def test_the_context_windows_leave_room_for_a_span_longer_than_the_models(tok):

@@ -88,6 +88,22 @@ def test_lines_above_a_line_are_python_only_if_that_line_still_follows_them():
     assert finish("total = sum(\n", at("x = 1\n|    values)\n"), python=True) == "total = sum(\n"   # a bracket it continues
 
 
+def test_lines_above_a_line_follow_the_indentation_levels_open_above():
+    """The levels open above the cursor decide: an inserted line that dedents to no open level, or an
+    `else`/`except` below lines no deeper than itself, is not Python; a comment below is not judged."""
+    nested = at("def f(b):\n    for a in b:\n        if a:\n            a()\n|    return 1\n")
+    assert finish("      c()\n", nested, python=True) is None                         # 6: no open level
+    assert finish("        b.sort()\n", nested, python=True) == "        b.sort()\n"   # the loop's level
+    assert finish("def g():\n        x()\n", nested, python=True) == "def g():\n"      # its body would not dedent to 4
+    assert finish("w = 3\n", at("if a:\n    x = 1\n|else:\n    y = 2\n"), python=True) is None
+    assert finish("    w = 3\n", at("if a:\n    x = 1\n|else:\n    y = 2\n"), python=True) == "    w = 3\n"
+    assert finish("y = 2\n", at("try:\n    y = 1\n|except E:\n    pass\n"), python=True) is None
+    assert finish("    if y:  # don't\n", at("def f():\n|    return 1\n"), python=True) is None   # a header, its comment aside
+    assert finish("    y = 2\n", at("def f():\n|        # deep comment\n    return x\n"), python=True) == "    y = 2\n"
+    assert finish("    @property\n", at("class A:\n    def f(self):\n        pass\n|    def g(self):\n        pass\n"),
+                  python=True) == "    @property\n"
+
+
 # -- suffix overlap ------------------------------------------------------------------------
 def test_suffix_overlap_is_dropped_from_a_call():
     cur = at('    print(|)\n')
