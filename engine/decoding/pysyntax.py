@@ -239,20 +239,24 @@ def followed_by_line(lines: list[str], cur: Cursor) -> bool:
         starts = state.top_level and not continued
         code = _code(line, state) if line.strip() else ""
         state = scan(line + "\n", state, recover=not inserted)
-        if not starts or not code:
-            continued = continued and bool(code) and code.endswith("\\")
+        if not code:
+            continued = False
             continue
-        width = _width(line)
-        if header and (not levels or width > levels[-1]):
-            levels.append(width)
-        else:
-            while levels and levels[-1] > width:
-                levels.pop()
-            if levels and levels[-1] != width and inserted:
-                return False                               # a dedent to no open level
-            if not levels or levels[-1] < width:
-                levels.append(width)                       # above the window's first line: levels unknown
-        header, continued, last = code.endswith(":"), code.endswith("\\"), width
+        if starts:                                         # a statement's first line: its indentation counts
+            width = _width(line)
+            if header and (not levels or width > levels[-1]):
+                levels.append(width)
+            else:
+                while levels and levels[-1] > width:
+                    levels.pop()
+                if levels and levels[-1] != width and inserted:
+                    return False                           # a dedent to no open level
+                if not levels or levels[-1] < width:
+                    levels.append(width)                   # above the window's first line: levels unknown
+            last = width
+        continued = code.endswith("\\")
+        # a statement that ends on this line (`def f(\n    a,\n):` ends on its last) may open a block
+        header = state.top_level and not continued and code.endswith(":")
     if not state.top_level or continued:
         return True
     width = _width(cur.line_before + cur.line_after)

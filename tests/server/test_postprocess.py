@@ -102,6 +102,9 @@ def test_lines_above_a_line_follow_the_indentation_levels_open_above():
     assert finish("    y = 2\n", at("def f():\n|        # deep comment\n    return x\n"), python=True) == "    y = 2\n"
     assert finish("    @property\n", at("class A:\n    def f(self):\n        pass\n|    def g(self):\n        pass\n"),
                   python=True) == "    @property\n"
+    # a header whose brackets close on a later line opens its block there (held-out code: every such body was refused)
+    signature = at("class A:\n    def __init__(\n        self,\n        name,\n    ):\n|        self.name = name\n")
+    assert finish("        self._name = name\n", signature, python=True) == "        self._name = name\n"
 
 
 # -- suffix overlap ------------------------------------------------------------------------
