@@ -33,6 +33,7 @@ _LAZY = {   # name -> "module" or "module:attribute" that defines it (imported o
     "finish": ".decoding.postprocess",
     "Shown": ".decoding.postprocess",
     "to_lf": ".decoding.postprocess",
+    "wants_multiline": ".decoding.postprocess",
     "read_split": ".training.corpus",
     "FRESH_LIST": ".training.fresh",
     "build_fresh_set": ".training.fresh",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spanfill.engine.decoding.postprocess import Cursor, to_lf, wants_multiline
+from spanfill.engine import Cursor, to_lf, wants_multiline
 
 
 @dataclass(frozen=True)
