@@ -260,8 +260,8 @@ def followed_by_line(lines: list[str], cur: Cursor) -> bool:
     if not state.top_level or continued:
         return True
     width = _width(cur.line_before + cur.line_after)
-    if header:
-        return width > last
+    if header:                                             # (a window that starts inside the header: no width)
+        return last is None or width > last
     if CONTINUATION.match(below):
         return last is not None and last > width and (not levels or width in levels or width < levels[0])
     return last is None or (width <= last and (width in levels or not levels or width < levels[0]))

@@ -105,6 +105,8 @@ def test_lines_above_a_line_follow_the_indentation_levels_open_above():
     # a header whose brackets close on a later line opens its block there (held-out code: every such body was refused)
     signature = at("class A:\n    def __init__(\n        self,\n        name,\n    ):\n|        self.name = name\n")
     assert finish("        self._name = name\n", signature, python=True) == "        self._name = name\n"
+    # a prefix window that starts inside that header's brackets: no statement's width is known (it raised)
+    assert finish("    # note\n", Cursor("    a,\n):\n", "    return 1\n", "def f(\n"), python=True) == "    # note\n"
 
 
 # -- suffix overlap ------------------------------------------------------------------------
