@@ -212,12 +212,11 @@ class Engine:
         timings.denoise_ms = _ms(t0)
         # a deadline that ran out during the last step cut nothing, but leaves no time for the AR check
         # or fallback: either would write a token or two and replace what diffusion wrote
-        late = deadline_hit or passed(deadline)
         kept: list[int] = []
         check_passes = 0
-        if accept is not None and late and not cancelled:
+        if accept is not None and not cancelled and (deadline_hit or passed(deadline)):
             deadline_hit = True          # the draft stands unchecked
-        if accept is not None and not (late or cancelled):
+        elif accept is not None and not cancelled:
             t0 = time.perf_counter()
             rows, kept, check_passes, deadline_hit, cancelled = self._check(lookup.entry, C, rows, accept, temps, req, gen,
                                                                             deadline, healing, compiled, multiline, window)
@@ -232,8 +231,8 @@ class Engine:
         fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled
                      and (any(text.strip() for text in texts) or multiline)
                      and not any(req.would_show(text) for text in texts))
-        if fell_back and (late or deadline_hit):
-            fell_back, deadline_hit = False, True
+        if fell_back and (deadline_hit or passed(deadline)):
+            fell_back, deadline_hit = False, True          # diffusion's text stands
         if fell_back:
             t0 = time.perf_counter()
             L_ar = req.span_length or self.model.cfg.span_length

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 SAMPLING_TEMPERATURE = 0.6     # several candidates only differ when sampled
 SAMPLING_TOP_P = 0.95
 SLOW_ENGINE_MS = 500.0          # an engine call slower than this is logged with where its time went
+ENDS_WITH_INDENT = re.compile(r"(?:\r\n|\r|\n)([ \t]*)$")   # a text that ends with a line break and indentation
 
 
 @dataclass(frozen=True)
@@ -61,10 +62,7 @@ def _view(doc: Document, query: Query, encoding: str) -> tuple[Document, int, tu
         return doc, offset, (offset, offset)
     start = doc.offset_at(sel.range.start, encoding)
     end = max(start, doc.offset_at(sel.range.end, encoding))
-    view = Document(doc.uri, doc.language_id, doc.version, doc.text[:start] + sel.text + doc.text[end:],
-                    _starts=doc.line_starts)
-    view._splice_starts(start, end, len(sel.text))   # not a scan of the whole text at every request
-    return view, start + len(sel.text), (start, end)
+    return doc.spliced(start, end, sel.text), start + len(sel.text), (start, end)
 
 
 def _request(session: Session, ctx: Context, n: int, shown: Shown) -> CompletionRequest:
@@ -263,8 +261,8 @@ def completion_items(answer: Answer | None) -> types.CompletionList:
         for text, sid in zip(answer.texts, answer.ids):
             brk = LINE_BREAK.search(text)      # LSP's line breaks: not str.splitlines' (\x0c, \u2028, ...)
             first = text[:brk.end()] if brk else text
-            tail = re.search(r"(?:\r\n|\r|\n)([ \t]*)$", text)   # lines above the cursor's: break and indentation last
-            line = first + tail.group(1) if brk and tail else first.rstrip("\r\n")
+            tail = ENDS_WITH_INDENT.search(text)     # lines above the cursor's: break and indentation last
+            line = first + tail.group(1) if tail else first.rstrip("\r\n")
             if not line.strip():
                 continue
             items.append(types.CompletionItem(

@@ -149,6 +149,14 @@ class Document:
         self._eol = None
         self.edited_at = time.monotonic()
 
+    def spliced(self, start: int, end: int, text: str) -> "Document":
+        """A copy of this version with text[start:end] replaced by `text` (a popup entry spliced in), its
+        line starts taken from this one's and rescanned only around the splice."""
+        copy = Document(self.uri, self.language_id, self.version, self.text[:start] + text + self.text[end:],
+                        _starts=self.line_starts)
+        copy._splice_starts(start, end, len(text))
+        return copy
+
     def _splice_starts(self, start: int, end: int, inserted: int) -> None:
         """Bring the line starts up to date after text[start:end] became `inserted` characters (in
         self.text now), rescanning only around the edit: a batch of edits (a replace-all sends one
@@ -197,9 +205,9 @@ class LineEdits:
             return last, len(self.lines[last])
         raw = self.lines[position.line]
         width = len(raw) - (2 if raw.endswith("\r\n") else 1 if raw.endswith(("\r", "\n")) else 0)
-        if encoding == UTF32 or raw.isascii():   # no copy of a long line without its break
-            return position.line, min(max(position.character, 0), width)
-        return position.line, units_to_chars(raw[:width], position.character, encoding)
+        # counted on the line with its break (one unit each, after every other character) and clamped
+        # before it: no copy of a long line without its break
+        return position.line, min(units_to_chars(raw, position.character, encoding), width)
 
     def replace(self, span: types.Range, text: str, encoding: str) -> None:
         """Replace `span` (client positions, clamped; an end before the start is the start, as in
