@@ -218,6 +218,23 @@ def length_section(r: dict, where: str = "") -> list[str]:
                    "median ms"], rows)]
 
 
+def head_quantile_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/head_quantile.py: where the length head ends a multi-line span, as the server asks."""
+    first = r["quantiles"][0]
+    rows = [[x["split"], "AR" if x["mode"] == "ar" else f"{x['quantile']:g}", x["tasks"], pct(x["shown_exact_match"]),
+             f"{x['shown_edit_similarity']:.3f}", paired(None if x["quantile"] == first else x["vs_first"]),
+             paired(None if x["mode"] == "ar" else x["vs_ar"]),
+             f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})", ms(x["latency_median_ms"])]
+            for x in r["rows"]]
+    return [f"**Length head's quantile** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}): "
+            f"held-out multi-line tasks completed as the server asks (AR fallback) with the span's end at each quantile "
+            f"of the length head's count distribution, and AR mode, alternating task by task; *vs*: exact matches won / "
+            f"lost and the edit-similarity difference ± its standard error against quantile {first:g} and against AR, "
+            f"task by task; *all*: every split's tasks together:", "",
+            table(["split", "quantile", "tasks", "exact match (shown)", "edit sim. (shown)", f"vs {first:g}", "vs AR",
+                   "chars shown (reference)", "median ms"], rows)]
+
+
 def line_start_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/line_start.py: a whole line written at column 0 of the line below it, under two line policies."""
     rows = [["AR" if x["mode"] == "ar" else "diffusion (server defaults, AR fallback)", x["policy"], x["tasks"],

@@ -25,7 +25,7 @@ from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, passed
 from .decoding.neighbours import repeatable_tokens
-from .decoding.length import head_end, resolve_length, shrink_lengths, start_span
+from .decoding.length import HEAD_QUANTILE, head_end, resolve_length, shrink_lengths, start_span
 from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
@@ -71,6 +71,9 @@ class Engine:
         self.budget = Budget.scaled(min(model.cfg.max_context_tokens, model.cfg.max_positions - model.cfg.span_length))
         # tokens that end a line: at a single-line cursor AR stops after one (the editor shows one line)
         self.line_ends = frozenset(i for i in range(tokenizer.vocab_size) if b"\n" in tokenizer.token_bytes(i))
+        # the quantile of the length head's count distribution a `head` span ends at (length.head_end);
+        # benchmarks/head_quantile.py compares settings of it on one engine
+        self.head_quantile = HEAD_QUANTILE
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
@@ -256,7 +259,8 @@ class Engine:
         # pad stays allowed: after <|eom|> the model was trained to predict it. Under `head` the end
         # and the pads after it are placed before the first step, so no position may propose either
         banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle] + ([sp.eom, sp.pad] if head else [])
-        end = head_end(torch.softmax(self.model.length_logits(entry.last_hidden)[0].float(), -1)) if head else None
+        end = (head_end(torch.softmax(self.model.length_logits(entry.last_hidden)[0].float(), -1), self.head_quantile)
+               if head else None)
         cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
                             healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
                             length=length, end=end, repeatable=self.repeatable)

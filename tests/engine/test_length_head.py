@@ -8,11 +8,11 @@ from spanfill.engine import CompletionRequest, Engine
 from spanfill.engine.core.checkpoint import load_model
 from spanfill.engine.core.model import SpanfillModel
 from spanfill.engine.decoding.denoise import DenoiseConfig, denoise
-from spanfill.engine.decoding.length import head_end, place_end, resolve_length
+from spanfill.engine.decoding.length import HEAD_QUANTILE, head_end, place_end, resolve_length
 
 
 def test_head_end_is_the_counts_quantile():
-    assert head_end(torch.tensor([0.2, 0.25, 0.55])) == 1                 # cdf 0.2, 0.45: past HEAD_QUANTILE (0.3) at 1
+    assert head_end(torch.tensor([0.2, 0.25, 0.55])) == 1                 # cdf 0.2, 0.45: past HEAD_QUANTILE (0.4) at 1
     assert head_end(torch.tensor([0.3, 0.25, 0.45]), quantile=0.6) == 2   # cdf 0.3, 0.55: past 0.6 at 2
     assert head_end(torch.tensor([0.3, 0.25, 0.45]), quantile=0.5) == 1   # the median
     assert head_end(torch.tensor([0.1, 0.2, 0.15, 0.3, 0.25]), quantile=0.6) == 3   # cdf 0.1, 0.3, 0.45, 0.75
@@ -65,6 +65,23 @@ def test_head_strategy_ends_where_the_head_says(tiny_dir):
     engine = _engine_with_head(tiny_dir, 5)
     result = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", heal=False, check=None))
     assert result.finished == [True] and 1 <= result.steps_run <= engine.model.cfg.steps
+
+
+def test_the_engines_head_quantile_decides_where_the_span_ends(tiny_dir):
+    """A head split between 2 tokens (0.35) and 9 (0.65): quantile 0.3 ends the span at 2, 0.4 at 9;
+    under the content rule each step commits at least one position, so 2 tokens take 2 of 4 steps."""
+    engine = _engine_with_head(tiny_dir, 2)
+    with torch.no_grad():        # every other count at -30 already
+        engine.model.length_head.bias[2] = float(torch.tensor(0.35).log())
+        engine.model.length_head.bias[9] = float(torch.tensor(0.65).log())
+    assert engine.head_quantile == HEAD_QUANTILE
+    runs = {}
+    for q in (0.3, 0.4):
+        engine.head_quantile = q
+        runs[q] = engine.complete(CompletionRequest(prefix="x = ", suffix="\n", length="head", steps=4, heal=False,
+                                                    check=None))
+    assert runs[0.3].steps_run == 2 and runs[0.4].steps_run == 4
+    assert all(r.finished == [True] for r in runs.values())
 
 
 def test_head_strategy_fills_the_span_when_the_head_says_it_runs_past_it(tiny_dir):

@@ -1,0 +1,82 @@
+"""Where the length head ends a multi-line span (`Engine.head_quantile`, decoding/length.py
+HEAD_QUANTILE): held-out multi-line tasks of one or more `spanfill data` splits, completed as the
+server asks (the default request at T steps, the AR fallback) with the head's end at each quantile,
+and by AR decoding of the same weights, alternating task by task in one process. Per quantile: exact
+match, edit similarity and chars as shown, latency, and the paired edit-similarity difference against
+the first quantile and against AR (mean and standard error), per split and over all; writes
+results/head_quantile.json.
+
+    python benchmarks/head_quantile.py --data /work/data /work/data_fresh --multi 500 --quantiles 0.3 0.4 0.5 --eager
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import alternate, load_engine, paired, write  # noqa: E402
+
+from spanfill.engine import build_tasks, read_split, score, summarise  # noqa: E402
+
+
+def rows_for(runs: dict, quantiles: list[float], split: str) -> list[dict]:
+    """One row per setting of one split's runs ({("multi", setting): [scores]}): its summary, and its
+    paired edit-similarity difference against the first quantile's and AR's."""
+    first, ar = runs[("multi", ("head", quantiles[0]))], runs[("multi", ("ar", None))]
+    rows = []
+    for (_kind, (mode, q)), scores in runs.items():
+        rows.append({"split": split, "mode": mode, "quantile": q, **summarise(scores),
+                     "vs_first": paired(scores, first), "vs_ar": paired(scores, ar)})
+    return sorted(rows, key=lambda r: (r["mode"] != "ar", r["quantile"] or 0.0))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
+    ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
+    ap.add_argument("--multi", type=int, default=500, help="multi-line tasks per split (fewer where a split has fewer)")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--quantiles", type=float, nargs="+", default=[0.3, 0.4, 0.5],
+                    help="the first is the baseline of the paired differences")
+    ap.add_argument("--eager", action="store_true", help="the eager step (the quantile is read before the steps, so "
+                    "quality is the compiled step's too)")
+    args = ap.parse_args(argv)
+    if any(not 0 < q < 1 for q in args.quantiles):
+        ap.error("quantiles lie between 0 and 1")
+    engine = load_engine(args.model, eager=args.eager)
+    if engine.model.length_head is None:
+        ap.error(f"{engine.name} has no length head")
+    L = engine.model.cfg.span_length
+    settings = [("head", q) for q in args.quantiles] + [("ar", None)]
+
+    def decode(task, setting):
+        mode, q = setting
+        if mode == "ar":
+            return score(engine, task, mode="ar")
+        engine.head_quantile = q
+        return score(engine, task, steps=args.steps, fallback=True)
+
+    splits, every = [], {}
+    for data in args.data:
+        tasks = build_tasks(read_split(data / "held_out.jsonl"), 0, args.multi, engine.tokenizer, L)
+        runs = alternate([engine], tasks, settings, decode)
+        splits += rows_for(runs, args.quantiles, str(data))
+        for key, scores in runs.items():
+            every.setdefault(key, []).extend(scores)
+    rows = rows_for(every, args.quantiles, "all") + splits
+    for r in rows:
+        name = "AR" if r["mode"] == "ar" else f"q={r['quantile']}"
+        print(f"{r['split']:<20} {name:<7} {r['tasks']:4d} tasks  shown EM {r['shown_exact_match']:6.1%}  "
+              f"ES {r['shown_edit_similarity']:.3f}  vs q={args.quantiles[0]} {r['vs_first']['es_diff']:+.4f} "
+              f"± {r['vs_first']['es_diff_se']:.4f}  vs AR {r['vs_ar']['es_diff']:+.4f} ± {r['vs_ar']['es_diff_se']:.4f}  "
+              f"chars {r['shown_chars_mean']:5.1f} (reference {r['reference_chars_mean']:5.1f})  p50 {r['latency_median_ms']:6.1f} ms")
+    out = write("head_quantile", {"engine": engine.info, "steps": args.steps, "quantiles": args.quantiles,
+                                  "splits": [str(d) for d in args.data], "rows": rows,
+                                  "command": "python benchmarks/head_quantile.py " + " ".join(argv if argv is not None else sys.argv[1:])})
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
