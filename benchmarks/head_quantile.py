@@ -45,8 +45,9 @@ def main(argv=None) -> int:
     if any(not 0 < q < 1 for q in args.quantiles):
         ap.error("quantiles lie between 0 and 1")
     engine = load_engine(args.model, eager=args.eager)
-    if engine.model.length_head is None:
-        ap.error(f"{engine.name} has no length head")
+    if engine.model.length_head is None:   # cpu.sh runs every benchmark on whatever MODEL names
+        print(f"{engine.name} has no length head: no quantile to compare, nothing written", file=sys.stderr)
+        return 0
     L = engine.model.cfg.span_length
     settings = [("head", q) for q in args.quantiles] + [("ar", None)]
 
