@@ -8,9 +8,20 @@ trained on exactly the windows it will be served.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..core.tokenizer import Tokenizer
+
+# a line ends after \n, \r\n or a lone \r, as LSP counts lines (str.splitlines also breaks at \x0c,
+# \x1c-\x1e, \x85, \u2028 and \u2029, which would start a window inside a line)
+_LINE_END = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
+
+
+def split_lines(text: str) -> list[str]:
+    """`text`'s lines with their ends, split where LSP ends a line; no empty last piece."""
+    lines = _LINE_END.split(text)
+    return lines[:-1] if lines and not lines[-1] else lines
 
 
 @dataclass(frozen=True)
@@ -53,7 +64,7 @@ def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:
     if budget <= 0:      # prefix[-0:] and ids[-0:] would keep everything
         return ""
     scan = prefix[-budget * 8:] if len(prefix) > budget * 8 else prefix  # no line is cheaper than ~1 token/8 chars
-    lines = scan.splitlines(keepends=True)
+    lines = split_lines(scan)
     if len(scan) < len(prefix) and lines:
         lines = lines[1:] or lines  # the first scanned line may be cut mid-line
     counts = tok.line_counts(lines)     # memoised: between keystrokes only the cursor's line is new
@@ -73,7 +84,7 @@ def cut_suffix(tok: Tokenizer, suffix: str, budget: int) -> str:
     """Keep the longest head of `suffix` that ends at a line end and fits `budget` tokens; the rest of
     the cursor line is always kept (truncated on the right if it alone is too long)."""
     scan = suffix[:budget * 8]
-    lines = scan.splitlines(keepends=True)
+    lines = split_lines(scan)
     if len(scan) < len(suffix) and len(lines) > 1:
         lines = lines[:-1]
     counts = tok.line_counts(lines)     # memoised: between keystrokes only the cursor's line is new

@@ -204,3 +204,18 @@ def test_a_window_of_no_tokens_is_empty(tok):
     assert cut_prefix(tok, "x = 1\ny = 2\nz = f(", 0) == ""
     assert cut_suffix(tok, ")\nprint(z)\n", 0) == ""
     assert cut_prefix(tok, "x = 1\ny = 2\nz = f(", 4) != ""
+
+
+@pytest.mark.parametrize("odd", ["\x0c", "\u2028", "\x1e", "\x85"])
+def test_windows_start_and_end_at_line_ends_as_lsp_counts_them(tok, odd):
+    """A form feed (or another character Python's str.splitlines breaks at) inside a line is no line
+    end: a window that cannot hold that line leaves all of it out, rather than starting or ending
+    inside it."""
+    long_line = "a = 1  # " + "word " * 20 + odd + "b = 2\n"
+    # room for the long line's piece after `odd` and the lines below it, not for the long line
+    prefix = long_line + "c = 3\nd = f("
+    budget = sum(tok.line_counts([odd + "b = 2\n", "c = 3\n", "d = f("]))
+    assert cut_prefix(tok, prefix, budget) == "c = 3\nd = f("
+    suffix = ")\ne = 4\n" + "g = 5  " + odd + "# " + "word " * 20 + "\nh = 6\n"
+    budget = sum(tok.line_counts([")\n", "e = 4\n", "g = 5  " + odd]))
+    assert cut_suffix(tok, suffix, budget) == ")\ne = 4\n"
