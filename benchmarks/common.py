@@ -1,5 +1,5 @@
 """Shared benchmark plumbing: timing with warm-up, percentiles, model selection, the server's status
-as JSON, result files."""
+as JSON, result files, settings compared task by task on held-out multi-line tasks."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from spanfill.engine import percentile   # the one definition; the benchmarks import it from here
+from spanfill.engine import percentile, summarise   # percentile: the one definition; the benchmarks import it from here
 
 # where every benchmark writes (and report.py reads): benchmarks/results/, or $SPANFILL_RESULTS, so a
 # second machine's figures land beside the first's instead of over them (cpu.sh's RESULTS=DIR)
@@ -77,6 +77,45 @@ def paired(a: list, b: list) -> dict:
     return {"won": sum(x.shown_exact_match and not y.shown_exact_match for x, y in zip(a, b)),
             "lost": sum(y.shown_exact_match and not x.shown_exact_match for x, y in zip(a, b)),
             "es_diff": statistics.fmean(diffs), "es_diff_se": se}
+
+
+def _split_rows(runs: dict, settings: list, split: str, key: str) -> list[dict]:
+    """One row per setting ((mode, value); ("ar", None) is AR) of one split's multi-line runs: its
+    summary, and its paired comparison with the first setting and with AR."""
+    first, ar = runs[("multi", settings[0])], runs[("multi", ("ar", None))]
+    return [{"split": split, "mode": mode, key: value, **summarise(runs[("multi", (mode, value))]),
+             "vs_first": paired(runs[("multi", (mode, value))], first), "vs_ar": paired(runs[("multi", (mode, value))], ar)}
+            for mode, value in settings]
+
+
+def compare_multiline(engine, splits: list[Path], multi: int, settings: list, decode, key: str) -> list[dict]:
+    """Multi-line held-out tasks of each split (`multi` each, fewer where a split has fewer) decoded
+    under every setting, alternating task by task (`alternate`; decode(task, setting) -> Score):
+    rows over all splits' tasks (split "all"), then per split, each paired with the first setting
+    and with AR (settings must hold ("ar", None)); `key` names the settings' value in the rows. A split
+    with no multi-line task has no rows."""
+    from spanfill.engine import build_tasks, read_split
+    rows, every = [], {}
+    for data in splits:
+        tasks = build_tasks(read_split(data / "held_out.jsonl"), 0, multi, engine.tokenizer, engine.model.cfg.span_length)
+        if not tasks:
+            print(f"{data}: no multi-line task", file=sys.stderr)
+            continue
+        runs = alternate([engine], tasks, settings, decode)
+        rows += _split_rows(runs, settings, str(data), key)
+        for k, scores in runs.items():
+            every.setdefault(k, []).extend(scores)
+    return _split_rows(every, settings, "all", key) + rows
+
+
+def print_multiline(rows: list[dict], key: str) -> None:
+    """compare_multiline's rows, one line each."""
+    for r in rows:
+        name = "AR" if r["mode"] == "ar" else f"{key}={r[key]}"
+        print(f"{r['split']:<20} {name:<14} {r['tasks']:4d} tasks  shown EM {r['shown_exact_match']:6.1%}  "
+              f"ES {r['shown_edit_similarity']:.3f}  vs first {r['vs_first']['es_diff']:+.4f} ± {r['vs_first']['es_diff_se']:.4f}  "
+              f"vs AR {r['vs_ar']['es_diff']:+.4f} ± {r['vs_ar']['es_diff_se']:.4f}  chars {r['shown_chars_mean']:5.1f} "
+              f"(reference {r['reference_chars_mean']:5.1f})  p50 {r['latency_median_ms']:6.1f} ms")
 
 
 def add_server_args(ap) -> None:

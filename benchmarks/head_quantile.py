@@ -15,20 +15,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import alternate, load_engine, paired, write  # noqa: E402
+from common import compare_multiline, load_engine, print_multiline, write  # noqa: E402
 
-from spanfill.engine import build_tasks, read_split, score, summarise  # noqa: E402
-
-
-def rows_for(runs: dict, quantiles: list[float], split: str) -> list[dict]:
-    """One row per setting of one split's runs ({("multi", setting): [scores]}): its summary, and its
-    paired edit-similarity difference against the first quantile's and AR's."""
-    first, ar = runs[("multi", ("head", quantiles[0]))], runs[("multi", ("ar", None))]
-    rows = []
-    for (_kind, (mode, q)), scores in runs.items():
-        rows.append({"split": split, "mode": mode, "quantile": q, **summarise(scores),
-                     "vs_first": paired(scores, first), "vs_ar": paired(scores, ar)})
-    return sorted(rows, key=lambda r: (r["mode"] != "ar", r["quantile"] or 0.0))
+from spanfill.engine import score  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -48,8 +37,6 @@ def main(argv=None) -> int:
     if engine.model.length_head is None:   # cpu.sh runs every benchmark on whatever MODEL names
         print(f"{engine.name} has no length head: no quantile to compare, nothing written", file=sys.stderr)
         return 0
-    L = engine.model.cfg.span_length
-    settings = [("head", q) for q in args.quantiles] + [("ar", None)]
 
     def decode(task, setting):
         mode, q = setting
@@ -58,20 +45,9 @@ def main(argv=None) -> int:
         engine.head_quantile = q
         return score(engine, task, steps=args.steps, fallback=True)
 
-    splits, every = [], {}
-    for data in args.data:
-        tasks = build_tasks(read_split(data / "held_out.jsonl"), 0, args.multi, engine.tokenizer, L)
-        runs = alternate([engine], tasks, settings, decode)
-        splits += rows_for(runs, args.quantiles, str(data))
-        for key, scores in runs.items():
-            every.setdefault(key, []).extend(scores)
-    rows = rows_for(every, args.quantiles, "all") + splits
-    for r in rows:
-        name = "AR" if r["mode"] == "ar" else f"q={r['quantile']}"
-        print(f"{r['split']:<20} {name:<7} {r['tasks']:4d} tasks  shown EM {r['shown_exact_match']:6.1%}  "
-              f"ES {r['shown_edit_similarity']:.3f}  vs q={args.quantiles[0]} {r['vs_first']['es_diff']:+.4f} "
-              f"± {r['vs_first']['es_diff_se']:.4f}  vs AR {r['vs_ar']['es_diff']:+.4f} ± {r['vs_ar']['es_diff_se']:.4f}  "
-              f"chars {r['shown_chars_mean']:5.1f} (reference {r['reference_chars_mean']:5.1f})  p50 {r['latency_median_ms']:6.1f} ms")
+    settings = [("head", q) for q in args.quantiles] + [("ar", None)]
+    rows = compare_multiline(engine, args.data, args.multi, settings, decode, "quantile")
+    print_multiline(rows, "quantile")
     out = write("head_quantile", {"engine": engine.info, "steps": args.steps, "quantiles": args.quantiles,
                                   "splits": [str(d) for d in args.data], "rows": rows,
                                   "command": "python benchmarks/head_quantile.py " + " ".join(argv if argv is not None else sys.argv[1:])})

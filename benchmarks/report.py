@@ -7,7 +7,7 @@ wrote under benchmarks/results/ (one section per directory: one machine and dtyp
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
 span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json),
 tokenize_time.json, gpu_latency.json (gpu.sh), families[_cuda].json (benchmarks/families.py),
-length.json, head_quantile.json, check.json, line_start.json, train_throughput.json and soak.json; a missing file leaves its table out.
+length.json, head_quantile.json, fallback_share.json, check.json, line_start.json, train_throughput.json and soak.json; a missing file leaves its table out.
 report_sections.py and report_replay.py render the sections; this file puts each directory's together under its machine,
 with the goals table. Nothing here measures anything: every number is copied from a result file,
 beside the command that wrote it, the date it was written and the machine it names.
@@ -24,10 +24,10 @@ from pathlib import Path
 
 from report_format import ms, pct, shown, table
 from report_replay import REPLAY_VARIANTS, replay_goal_row, replay_section, threads_section
-from report_sections import (by_kind, check_section, cold_rows, eval_section, families_section, gpu_section,
-                             head_quantile_section, int8_section, length_section, limit_section, line_start_section,
-                             micro_section, soak_section, span_cut_section, sweep_section, tokenize_time_section,
-                             train_throughput_section, windows_section)
+from report_sections import (by_kind, check_section, cold_rows, eval_section, fallback_share_section,
+                             families_section, gpu_section, head_quantile_section, int8_section, length_section,
+                             limit_section, line_start_section, micro_section, soak_section, span_cut_section,
+                             sweep_section, tokenize_time_section, train_throughput_section, windows_section)
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
@@ -108,6 +108,7 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
             ("replay", replay_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
             ("families", families_section),
             ("families_cuda", families_section), ("length", length_section), ("head_quantile", head_quantile_section),
+            ("fallback_share", fallback_share_section),
             ("check", check_section),
             ("line_start", line_start_section), ("windows", windows_section),
             ("train_throughput", train_throughput_section), ("soak", soak_section))
@@ -116,7 +117,7 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
     reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
-                              "families", "families_cuda", "length", "head_quantile", "check", "line_start", "windows", "train_throughput", "tokenize_time", "soak")
+                              "families", "families_cuda", "length", "head_quantile", "fallback_share", "check", "line_start", "windows", "train_throughput", "tokenize_time", "soak")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."
@@ -192,6 +193,7 @@ the benchmark that wrote it, then the report.
 | `benchmarks/families.py --threads 1` | the public diffusion checkpoints' real shapes with random weights: prefill, span step, head and whole completions with and without the dual cache (latency only) |
 | `benchmarks/length.py --data DATA --eager --single 300 --multi 150` | the length strategies and AR alternating task by task: exact match and edit similarity as shown, chars shown beside the reference's, latency |
 | `benchmarks/head_quantile.py --data DATA DATA2 --multi 500 --quantiles 0.3 0.4 0.5 --eager` | where the length head ends a multi-line span: quantiles of its count distribution and AR alternating task by task, as the server asks: exact match and edit similarity as shown, paired against the first quantile and AR, chars shown |
+| `benchmarks/fallback_share.py --data DATA DATA2 --multi 300 --shares 0 0.4 0.5 0.6` | when a multi-line diffusion candidate is worth showing: the share of it the editor must show, or AR decodes again, and AR alternating task by task: exact match and edit similarity as shown, paired against the first share and AR, requests that fell back |
 | `benchmarks/check.py --data DATA --single 1000 --multi 200` | the AR check of diffusion's draft at several acceptances, the draft unchecked and AR alternating task by task: exact match and edit similarity as shown, chars shown, draft tokens kept, latency, paired wins and losses |
 | `benchmarks/checkpoints.py --data DATA --models shipped RUN --single 1000 --multi 200 --eager` | checkpoints side by side as the server asks, task by task: exact match and edit similarity as shown, paired wins and losses against the first with a sign test (whether a new checkpoint ships); `--fresh-after S M` confirms the winner on tasks beyond those it was chosen on |
 | `benchmarks/fresh_set.py --out FRESH --corpus DATA DATA2` | a judging set of code no model trained on: the source of the pinned packages of `engine/training/fresh_packages.txt`, less every copy or version of a file of the named corpus builds; `checkpoints.py --data FRESH` judges on it |

@@ -218,21 +218,37 @@ def length_section(r: dict, where: str = "") -> list[str]:
                    "median ms"], rows)]
 
 
-def head_quantile_section(r: dict, where: str = "") -> list[str]:
-    """benchmarks/head_quantile.py: where the length head ends a multi-line span, as the server asks."""
-    first = r["quantiles"][0]
-    rows = [[x["split"], "AR" if x["mode"] == "ar" else f"{x['quantile']:g}", x["tasks"], pct(x["shown_exact_match"]),
-             f"{x['shown_edit_similarity']:.3f}", paired(None if x["quantile"] == first else x["vs_first"]),
+def _multiline_table(r: dict, key: str, first: float, label) -> str:
+    """The rows of benchmarks/common.py compare_multiline: each setting per split and over all; `first`
+    is the setting the others are paired with."""
+    rows = [[x["split"], "AR" if x["mode"] == "ar" else label(x[key]), x["tasks"], pct(x["shown_exact_match"]),
+             f"{x['shown_edit_similarity']:.3f}", paired(None if x["mode"] != "ar" and x[key] == first else x["vs_first"]),
              paired(None if x["mode"] == "ar" else x["vs_ar"]),
              f"{x['shown_chars_mean']:.1f} ({x['reference_chars_mean']:.1f})", ms(x["latency_median_ms"])]
             for x in r["rows"]]
+    return table(["split", key, "tasks", "exact match (shown)", "edit sim. (shown)", f"vs {label(first)}", "vs AR",
+                  "chars shown (reference)", "median ms"], rows)
+
+
+def head_quantile_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/head_quantile.py: where the length head ends a multi-line span, as the server asks."""
     return [f"**Length head's quantile** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}): "
             f"held-out multi-line tasks completed as the server asks (AR fallback) with the span's end at each quantile "
             f"of the length head's count distribution, and AR mode, alternating task by task; *vs*: exact matches won / "
-            f"lost and the edit-similarity difference ± its standard error against quantile {first:g} and against AR, "
+            f"lost and the edit-similarity difference ± its standard error against the first quantile and against AR, "
             f"task by task; *all*: every split's tasks together:", "",
-            table(["split", "quantile", "tasks", "exact match (shown)", "edit sim. (shown)", f"vs {first:g}", "vs AR",
-                   "chars shown (reference)", "median ms"], rows)]
+            _multiline_table(r, "quantile", r["quantiles"][0], lambda q: f"{q:g}")]
+
+
+def fallback_share_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/fallback_share.py: the share of a multi-line candidate that must show, or AR decodes again."""
+    fell = ", ".join(f"{float(s):g}: {n}" for s, n in r["fell_back"].items())
+    return [f"**AR fallback at a multi-line cursor** ({where}`{r['command']}`; {engine_line(r['engine'])}): held-out "
+            f"multi-line tasks completed as the server asks, where AR decodes again unless the editor would show at "
+            f"least a share of diffusion's text (0: anything), and AR mode, alternating task by task; *vs*: exact "
+            f"matches won / lost and the edit-similarity difference ± its standard error against the first share and "
+            f"against AR, task by task; *all*: every split's tasks together. Requests that fell back, per share: "
+            f"{fell}:", "", _multiline_table(r, "share", r["shares"][0], lambda s: f"{s:g}")]
 
 
 def line_start_section(r: dict, where: str = "") -> list[str]:

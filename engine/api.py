@@ -71,9 +71,11 @@ class CompletionRequest:
                                          # cursor (DEFAULT_END_CHECK for the draft's end), None at a multi-line
                                          # one. Models without an AR path skip it
     would_show: Callable[[str], bool] | None = None   # whether the caller would show a candidate (the server:
-                                         # post-processing, the Python gate); a diffusion request with none it
+                                         # postprocess.Shown.would_show: post-processing, the Python gate, and at
+                                         # a multi-line cursor enough of it); a diffusion request with none it
                                          # would show is decoded again by AR (one greedy candidate), unless it
-                                         # wrote nothing at a single-line cursor
+                                         # wrote nothing at a single-line cursor; an AR text the deadline cut
+                                         # short leaves diffusion's
 
 
 @dataclass

@@ -228,7 +228,8 @@ class Engine:
         t0 = time.perf_counter()
         texts, finished = self._texts(rows, healing, cancelled)
         timings.detokenize_ms = _ms(t0)
-        # nothing the caller would show: one greedy AR candidate of the same weights. Not where diffusion
+        # nothing the caller would show (postprocess.Shown.would_show: at a multi-line cursor of a Python
+        # document, too little of it): one greedy AR candidate of the same weights. Not where diffusion
         # wrote nothing at a single-line cursor (the model sees nothing to insert there: AR's time is
         # spared while typing); at a multi-line cursor (an empty line, a block opener) a body is wanted
         fell_back = (req.mode == "diffusion" and req.would_show is not None and not cancelled
@@ -244,7 +245,10 @@ class Engine:
             rows, ar_steps, deadline_hit, cancelled = self._ar(entry, C, L_ar, [0.0], req, None, deadline, healing,
                                                                compiled, multiline, window)
             steps_run += ar_steps
-            texts, finished = self._texts(rows, healing, cancelled)
+            if deadline_hit:   # AR's text is cut short: diffusion's, which may show in part, stands
+                fell_back = False
+            else:
+                texts, finished = self._texts(rows, healing, cancelled)
             timings.fallback_ms = _ms(t0)
         timings.total_ms = _ms(t_start)
         return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from lsprotocol import types
 
-from spanfill.engine import CompletionRequest, Cursor, Shown, to_lf
+from spanfill.engine import MIN_SHOWN_SHARE, CompletionRequest, Cursor, Shown, to_lf
 
 from .cache import Suggestion
 from .context import Context
@@ -159,7 +159,10 @@ async def _from_engine(session: Session, query: Query, ticket: Ticket, at: _Loca
     ctx = session.context_builder(engine).build(at.view, at.offset, session.documents.recent_others(query.uri))
     window_ms = (time.perf_counter() - t0) * 1e3
     try:
-        shown = Shown(_cursor(ctx, at), python=at.doc.language_id == "python")
+        # among several candidates (an invoked request) the user picks: any text shown is worth showing,
+        # and one AR candidate does not replace them all for a short one
+        shown = Shown(_cursor(ctx, at), python=at.doc.language_id == "python",
+                      min_share=MIN_SHOWN_SHARE if query.candidates == 1 else 0.0)
         result = await session.scheduler.complete(ticket, _request(session, ctx, query.candidates, shown))
     except ValueError as err:      # the engine refused the request (e.g. settings the model cannot serve)
         stats.errors += 1

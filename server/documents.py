@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 
 from lsprotocol import types
 
-LINE_BREAK = re.compile(r"\r\n|\r|\n")
+from spanfill.engine import LINE_BREAK   # LSP's line breaks, as the engine's context windows split lines
+
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 UTF8, UTF16, UTF32 = (types.PositionEncodingKind.Utf8, types.PositionEncodingKind.Utf16,
                       types.PositionEncodingKind.Utf32)

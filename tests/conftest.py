@@ -42,18 +42,14 @@ def model_that_says(tmp_path_factory):
 def _model_that_says(prefix: str, suffix: str, wanted, dtype: str, directory: Path) -> Path:
     from spanfill.engine import CompletionRequest, Engine
     from spanfill.engine.testing import build_tiny_model
-    from spanfill.engine.decoding.postprocess import Cursor, finish
+    from spanfill.engine.decoding.postprocess import Cursor, Shown
 
-    cursor = Cursor(prefix, suffix)
-
-    def shown(raw: str) -> str | None:     # as the server shows it in a Python document
-        return finish(raw, cursor, python=True)
-
-    def says(model: Path) -> bool:         # and asks: AR again when diffusion shows nothing
+    def says(model: Path) -> bool:         # as the server asks and shows it in a Python document
         engine = Engine.load(model, device="cpu", dtype=dtype, warmup=False, compile=False)
+        shown = Shown(Cursor(prefix, suffix), python=True)
         raw = engine.complete(CompletionRequest(prefix=prefix, suffix=suffix, cut=False,
-                                                would_show=lambda raw: shown(raw) is not None)).texts[0]
-        return wanted(shown(raw) or "")
+                                                would_show=shown.would_show)).texts[0]
+        return wanted(shown.text(raw) or "")
 
     if (SHIPPED_MODEL / "model.safetensors").is_file() and says(SHIPPED_MODEL):
         return SHIPPED_MODEL

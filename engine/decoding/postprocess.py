@@ -32,6 +32,11 @@ BLOCK_OPENERS = (":", "{", "(", "[", "=>")
 QUOTES = "\"'`"
 INDENT_UNIT = 4
 OVERLAP_SCAN = 512            # longest repeated tail looked for, in characters
+# at a multi-line cursor of a Python document, a diffusion candidate whose shown text keeps less than
+# this share of what it wrote (the Python gate cut the rest) is not worth showing over AR's
+# (`Shown.would_show`): the AR fallback decodes again, at more requests, for a higher edit similarity
+# on held-out multi-line tasks (benchmarks/fallback_share.py)
+MIN_SHOWN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -314,11 +319,15 @@ def _lines_above(raw: str, cur: Cursor, python: bool) -> str | None:
 
 class Shown:
     """What an editor shows of a request's raw candidates (`finish`), each finished once: the engine asks
-    through `would_show` whether diffusion wrote anything shown (none: it decodes again by AR), and the
-    answer is built from the same finished texts (the server, `spanfill batch`, the held-out scorer)."""
+    through `would_show` whether diffusion wrote anything worth showing (none: it decodes again by AR),
+    and the answer is built from the same finished texts (the server, `spanfill batch`, the held-out
+    scorer)."""
 
-    def __init__(self, cursor: Cursor, python: bool):
+    def __init__(self, cursor: Cursor, python: bool, min_share: float = MIN_SHOWN_SHARE):
         self.cursor, self.python = cursor, python
+        # the share applies where it was measured: multi-line cursors of Python documents
+        multiline = wants_multiline(Cursor(to_lf(cursor.before), to_lf(cursor.after)))
+        self.min_share = min_share if python and multiline else 0.0
         self._done: dict[str, str | None] = {}
 
     def text(self, raw: str) -> str | None:
@@ -327,4 +336,13 @@ class Shown:
         return self._done[raw]
 
     def would_show(self, raw: str) -> bool:
-        return self.text(raw) is not None
+        """Whether `raw` shows anything; at a multi-line cursor of a Python document, at least
+        `min_share` of its non-blank characters, the rest being what the rules cut (mostly text that
+        cannot be Python). Where no candidate would show, the engine's AR fallback decodes again."""
+        text = self.text(raw)
+        return text is not None and _ink(text) >= self.min_share * _ink(raw)
+
+
+def _ink(text: str) -> int:
+    """Characters that are not whitespace (indentation the rules rewrite does not count)."""
+    return len(text) - sum(map(str.isspace, text))

@@ -13,14 +13,16 @@ from dataclasses import dataclass
 
 from ..core.tokenizer import Tokenizer
 
-# a line ends after \n, \r\n or a lone \r, as LSP counts lines (str.splitlines also breaks at \x0c,
-# \x1c-\x1e, \x85, \u2028 and \u2029, which would start a window inside a line)
-_LINE_END = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
+# LSP's line breaks: \n, \r\n and a lone \r (str.splitlines also breaks at \x0b, \x0c, \x1c-\x1e, \x85,
+# \u2028 and \u2029, inside what LSP and an editor count as one line); the server's documents use it too
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 def split_lines(text: str) -> list[str]:
-    """`text`'s lines with their ends, split where LSP ends a line; no empty last piece."""
-    lines = _LINE_END.split(text)
+    """`text`'s lines, each with its line break (the last without one, where the text does not end with
+    one); no empty last piece."""
+    ends = [m.end() for m in LINE_BREAK.finditer(text)]
+    lines = [text[a:b] for a, b in zip([0] + ends, ends + [len(text)])]
     return lines[:-1] if lines and not lines[-1] else lines
 
 

@@ -6,7 +6,8 @@
 "completion" is what an editor would insert: the server's post-processing of the engine's middle
 (decoding/postprocess.py: line policy, suffix overlap, brackets, indentation, whole lines above a
 column-0 cursor's line, and for a task whose "language" is "python", the default, only what can be
-Python there), with AR decoding again where diffusion leaves nothing to show, as the server asks;
+Python there), with AR decoding again where diffusion leaves nothing to show (at a multi-line cursor in
+Python, too little: postprocess.Shown.would_show), as the server asks;
 "" where nothing is worth showing. "raw" is the engine's middle as decoded. With --raw the engine
 answers without the fallback and "completion" is its raw middle.
 

@@ -30,6 +30,7 @@ from .scoring import Score, Task, build_tasks, decoding_label, score, summarise,
 # at every T and the `fixed` rule beside it at T=2 and 4; at T=4 with the AR fallback; and the request's
 # defaults (steps None): the AR check of the draft (`auto`: at single-line cursors, whose drafts then
 # run api.CHECKED_STEPS), alone and the server's way, with AR again when the editor would show nothing
+# (at a multi-line cursor, too little: postprocess.Shown.would_show)
 MODES = [("diffusion", 1, "content"), ("diffusion", 2, "content"), ("diffusion", 4, "content"),
          ("diffusion", 8, "content"), ("diffusion", 2, "fixed"), ("diffusion", 4, "fixed"),
          ("diffusion", 4, "content", True), ("diffusion", None, "content", False, "auto"),

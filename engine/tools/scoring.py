@@ -118,7 +118,8 @@ def warm(engine, task: Task) -> None:
 def score(engine, task: Task, fallback: bool = False, **request) -> Score:
     """Complete `task` with `CompletionRequest(**request)` and score its first candidate; the
     latency is the whole `complete` call. fallback: AR decodes again when the editor would show none
-    of diffusion's candidates (`CompletionRequest.would_show`), as the server asks."""
+    of diffusion's candidates (`Shown.would_show`: at a multi-line cursor, enough of one), as the server
+    asks."""
     shown = Shown(Cursor(task.prefix, task.suffix), python=True)   # held-out tasks are Python files
     if fallback:
         request["would_show"] = shown.would_show

@@ -38,8 +38,9 @@ LINE_TASK = {"id": "line", "prefix": "def area(r):\n    pi = 3.14159\n", "suffix
 
 def test_spanfill_batch_writes_what_the_editor_would_insert(shipped_model, tmp_path):
     """By default "completion" is the server's answer: its post-processing of the engine's middle (here, at
-    column 0 of a line with code: whole lines with their break), AR again where diffusion shows nothing."""
-    from spanfill.engine.decoding.postprocess import Cursor, finish
+    column 0 of a line with code: whole lines with their break), AR again where diffusion shows nothing
+    (or too little: Shown.would_show)."""
+    from spanfill.engine.decoding.postprocess import Cursor, Shown, finish
     rows = {}
     for language in ("python", "text"):
         tasks, out = tmp_path / f"{language}.jsonl", tmp_path / f"{language}.out.jsonl"
@@ -51,7 +52,7 @@ def test_spanfill_batch_writes_what_the_editor_would_insert(shipped_model, tmp_p
         for task, row in zip([*TASKS, LINE_TASK], rows[language], strict=True):
             cursor = Cursor(task["prefix"], task.get("suffix", ""))
             result = engine.complete(CompletionRequest(prefix=task["prefix"], suffix=task.get("suffix", ""),
-                                                       would_show=lambda text: finish(text, cursor, python) is not None))
+                                                       would_show=Shown(cursor, python).would_show))
             assert row["raw"] == result.texts[0]
             assert row["completion"] == (finish(result.texts[0], cursor, python) or "")
     line = rows["python"][-1]["completion"]

@@ -322,6 +322,21 @@ def test_a_diffusion_result_the_caller_would_not_show_is_decoded_again_by_ar(eng
     assert sampled.fell_back and sampled.texts == ar.texts      # one greedy AR candidate in place of all
 
 
+def test_a_fallback_that_runs_out_of_time_leaves_diffusions_text(engine, monkeypatch):
+    """AR's text cut short by the deadline does not replace diffusion's, which the caller may still
+    show in part (Shown.would_show asks for more than that at a multi-line cursor)."""
+    plain = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX))
+    original = engine._ar
+
+    def out_of_time(*args, **kwargs):
+        rows, steps, _deadline_hit, cancelled = original(*args, **kwargs)
+        return [row[:1] for row in rows], steps, True, cancelled
+    monkeypatch.setattr(engine, "_ar", out_of_time)
+    late = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, would_show=lambda text: False))
+    assert late.texts == plain.texts and not late.fell_back and late.deadline_hit
+    assert late.timings.fallback_ms > 0
+
+
 def test_a_diffusion_result_with_no_text_falls_back_at_a_multi_line_cursor_only(engine):
     sp = engine.tokenizer.special
     original = engine.model.logits

@@ -185,6 +185,19 @@ async def test_invoked_asks_for_several_sampled_candidates(make_session):
     assert engine.calls[0].n == 3 and engine.calls[0].temperature > 0
 
 
+async def test_only_a_single_candidate_falls_back_to_ar_for_a_text_mostly_cut(make_session):
+    """At a multi-line cursor of a Python document, a candidate the Python gate cuts to less than half
+    asks for the AR fallback when it is the only one; among an invoked request's several, any text
+    shown is worth showing."""
+    session, engine = make_session(texts=("return a + b",))
+    mostly_cut = "return a + b\n    ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ]"      # at the body's empty line
+    await suggest(session, query())
+    await suggest(session, query(candidates=3))
+    single, invoked = engine.calls
+    assert single.n == 1 and not single.would_show(mostly_cut) and single.would_show("return a + b")
+    assert invoked.n == 3 and invoked.would_show(mostly_cut)
+
+
 async def test_typing_through_a_suggestion_is_served_from_the_cache(setup):
     session, engine = setup
     await suggest(session, query())

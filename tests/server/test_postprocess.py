@@ -290,3 +290,23 @@ def test_a_mid_line_completion_keeps_the_space_before_the_text_after_it():
     assert finish("await foo()", at("async def g():\n    y = |foo()\n"), python=True) == "await "
     assert finish("a + b", at("x = |b\n"), python=True) == "a + "
     assert finish("total ", at("    return |\n"), python=True) == "total"     # nothing after it on the line
+
+
+def test_a_multi_line_candidate_mostly_cut_is_not_worth_showing_over_ar():
+    """At a multi-line cursor of a Python document a candidate whose shown text keeps less than the share
+    of it asks for the engine's AR fallback (would_show false), though it would still be shown by
+    itself; at a single-line cursor or in another language, anything shown is enough; a share of 0 asks
+    only that something is shown."""
+    from spanfill.engine.decoding.postprocess import Shown
+    cursor = Cursor("def f(x):\n", "\n\ndef g():\n    pass\n")
+    whole = "    y = x + 1\n    return y"
+    mostly_cut = "    y = x + 1\n    return ] [ 3 4 5 6 7 8 9 10 11 12 13 14 15 16"    # the second line is no Python
+    shown = Shown(cursor, python=True, min_share=0.5)
+    assert shown.text(whole) == whole and shown.would_show(whole)
+    assert shown.text(mostly_cut) == "    y = x + 1" and not shown.would_show(mostly_cut)
+    assert Shown(cursor, python=True, min_share=0).would_show(mostly_cut)
+    single = Shown(Cursor("total = f(", ")\n"), python=True, min_share=0.5)
+    raw = "x) + ] ] ] ] ] ] ] ] ] ] ] ] ]"                       # one line: cut to `x`, a fraction of it
+    assert single.text(raw) == "x" and single.would_show(raw)
+    # in another language the rules cut text that leaves the block or repeats the suffix, no sign of a bad one
+    assert Shown(cursor, python=False, min_share=0.5).would_show(mostly_cut)

@@ -1,0 +1,59 @@
+"""When a multi-line diffusion candidate is worth showing (postprocess.MIN_SHOWN_SHARE): held-out
+multi-line tasks of one or more `spanfill data` splits, completed as the server asks (the default
+request, the AR fallback) where the engine falls back to AR unless the editor would show at least a
+given share of what diffusion wrote, and by AR decoding of the same weights, alternating task by task
+in one process. Per share: exact match, edit similarity and chars as shown, how many requests fell
+back, latency, and the paired edit-similarity difference against the first share and against AR, per
+split and over all; writes results/fallback_share.json. Share 0 falls back only where nothing is shown.
+
+    python benchmarks/fallback_share.py --data /work/data /work/data3 --multi 300 --shares 0 0.4 0.5 0.6
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import compare_multiline, load_engine, print_multiline, write  # noqa: E402
+
+from spanfill.engine import CompletionRequest, Cursor, Shown, score, score_text  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
+    ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
+    ap.add_argument("--multi", type=int, default=300, help="multi-line tasks per split (fewer where a split has fewer)")
+    ap.add_argument("--shares", type=float, nargs="+", default=[0.0, 0.5],
+                    help="the first is the baseline of the paired differences")
+    ap.add_argument("--eager", action="store_true", help="the eager steps (the same text, slower)")
+    args = ap.parse_args(argv)
+    if any(not 0 <= s <= 1 for s in args.shares):
+        ap.error("shares lie between 0 and 1")
+    engine = load_engine(args.model, eager=args.eager)
+    fell_back: dict[float, int] = dict.fromkeys(args.shares, 0)
+
+    def decode(task, setting):
+        mode, share = setting
+        if mode == "ar":
+            return score(engine, task, mode="ar")
+        shown = Shown(Cursor(task.prefix, task.suffix), python=True, min_share=share)   # held-out tasks are Python
+        result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, would_show=shown.would_show))
+        fell_back[share] += result.fell_back
+        return score_text(task, result.texts[0], result.timings.total_ms, result.forward_passes,
+                          lambda raw, _cursor: shown.text(raw))
+
+    settings = [("diffusion", s) for s in args.shares] + [("ar", None)]
+    rows = compare_multiline(engine, args.data, args.multi, settings, decode, "share")
+    print_multiline(rows, "share")
+    print("fell back to AR: " + ", ".join(f"share {s}: {n}" for s, n in fell_back.items()))
+    out = write("fallback_share", {"engine": engine.info, "shares": args.shares, "fell_back": fell_back,
+                                   "splits": [str(d) for d in args.data], "rows": rows,
+                                   "command": "python benchmarks/fallback_share.py " + " ".join(argv if argv is not None else sys.argv[1:])})
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
