@@ -15,16 +15,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import compare_multiline, load_engine, print_multiline, write  # noqa: E402
+from common import add_multiline_args, compare_multiline, load_engine, print_multiline, write  # noqa: E402
 
 from spanfill.engine import score  # noqa: E402
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
-    ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
-    ap.add_argument("--multi", type=int, default=500, help="multi-line tasks per split (fewer where a split has fewer)")
+    add_multiline_args(ap, multi=500)
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--quantiles", type=float, nargs="+", default=[0.3, 0.4, 0.5],
                     help="the first is the baseline of the paired differences")
