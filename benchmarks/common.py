@@ -86,6 +86,7 @@ def add_multiline_args(ap, multi: int) -> None:
     ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
     ap.add_argument("--multi", type=int, default=multi, help="multi-line tasks per split (fewer where a split has fewer)")
 
+
 def _split_rows(runs: dict, settings: list, split: str, key: str) -> list[dict]:
     """One row per setting ((mode, value); ("ar", None) is AR) of one split's multi-line runs: its
     summary, and its paired comparison with the first setting and with AR."""
