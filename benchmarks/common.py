@@ -101,7 +101,7 @@ def compare_multiline(engine, splits: list[Path], multi: int, settings: list, de
     under every setting, alternating task by task (`alternate`; decode(task, setting) -> Score):
     rows over all splits' tasks (split "all"), then per split, each paired with the first setting
     and with AR (settings must hold ("ar", None)); `key` names the settings' value in the rows. A split
-    with no multi-line task has no rows."""
+    with no multi-line task has no rows; none at all, no rows."""
     from spanfill.engine import build_tasks, read_split
     rows, every = [], {}
     for data in splits:
@@ -113,7 +113,7 @@ def compare_multiline(engine, splits: list[Path], multi: int, settings: list, de
         rows += _split_rows(runs, settings, str(data), key)
         for k, scores in runs.items():
             every.setdefault(k, []).extend(scores)
-    return _split_rows(every, settings, "all", key) + rows
+    return _split_rows(every, settings, "all", key) + rows if every else []
 
 
 def print_multiline(rows: list[dict], key: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -37,13 +38,18 @@ def main(argv=None) -> int:
         if mode == "ar":
             return score(engine, task, mode="ar")
         shown = Shown(Cursor(task.prefix, task.suffix), python=True, min_share=share)   # held-out tasks are Python
+        t0 = time.perf_counter()         # the whole call, as `score` times AR's
         result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, would_show=shown.would_show))
+        ms = (time.perf_counter() - t0) * 1e3
         fell_back[share] += result.fell_back
-        return score_text(task, result.texts[0], result.timings.total_ms, result.forward_passes,
+        return score_text(task, result.texts[0], ms, result.forward_passes,
                           lambda raw, _cursor: shown.text(raw))
 
     settings = [("diffusion", s) for s in args.shares] + [("ar", None)]
     rows = compare_multiline(engine, args.data, args.multi, settings, decode, "share")
+    if not rows:
+        print("no multi-line task in any split: nothing written", file=sys.stderr)
+        return 1
     print_multiline(rows, "share")
     print("fell back to AR: " + ", ".join(f"share {s}: {n}" for s, n in fell_back.items()))
     out = write("fallback_share", {"engine": engine.info, "shares": args.shares, "fell_back": fell_back,

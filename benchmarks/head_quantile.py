@@ -45,6 +45,9 @@ def main(argv=None) -> int:
 
     settings = [("head", q) for q in args.quantiles] + [("ar", None)]
     rows = compare_multiline(engine, args.data, args.multi, settings, decode, "quantile")
+    if not rows:
+        print("no multi-line task in any split: nothing written", file=sys.stderr)
+        return 1
     print_multiline(rows, "quantile")
     out = write("head_quantile", {"engine": engine.info, "steps": args.steps, "quantiles": args.quantiles,
                                   "splits": [str(d) for d in args.data], "rows": rows,

@@ -75,7 +75,7 @@ class CompletionRequest:
                                          # a multi-line cursor enough of it); a diffusion request with none it
                                          # would show is decoded again by AR (one greedy candidate), unless it
                                          # wrote nothing at a single-line cursor; an AR text the deadline cut
-                                         # short leaves diffusion's
+                                         # short that the caller would not show either leaves diffusion's
 
 
 @dataclass

@@ -245,10 +245,11 @@ class Engine:
             rows, ar_steps, deadline_hit, cancelled = self._ar(entry, C, L_ar, [0.0], req, None, deadline, healing,
                                                                compiled, multiline, window)
             steps_run += ar_steps
-            if deadline_hit:   # AR's text is cut short: diffusion's, which may show in part, stands
-                fell_back = False
+            ar_texts, ar_finished = self._texts(rows, healing, cancelled)
+            if deadline_hit and not any(req.would_show(text) for text in ar_texts):
+                fell_back = False   # AR's text, cut short, is no better: diffusion's (which may show in part) stands
             else:
-                texts, finished = self._texts(rows, healing, cancelled)
+                texts, finished = ar_texts, ar_finished
             timings.fallback_ms = _ms(t0)
         timings.total_ms = _ms(t_start)
         return CompletionResult(texts, C, lookup.reused, lookup.encoded, steps_run, finished,

@@ -33,7 +33,7 @@ QUOTES = "\"'`"
 INDENT_UNIT = 4
 OVERLAP_SCAN = 512            # longest repeated tail looked for, in characters
 # at a multi-line cursor of a Python document, a diffusion candidate whose shown text keeps less than
-# this share of what it wrote (the Python gate cut the rest) is not worth showing over AR's
+# this share of what it wrote (the rules cut the rest, mostly the Python gate) is not worth showing over AR's
 # (`Shown.would_show`): the AR fallback decodes again, at more requests, for a higher edit similarity
 # on held-out multi-line tasks (benchmarks/fallback_share.py)
 MIN_SHOWN_SHARE = 0.5

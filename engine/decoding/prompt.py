@@ -18,7 +18,7 @@ from ..core.tokenizer import Tokenizer
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
-def split_lines(text: str) -> list[str]:
+def line_pieces(text: str) -> list[str]:
     """`text`'s lines, each with its line break (the last without one, where the text does not end with
     one); no empty last piece."""
     ends = [m.end() for m in LINE_BREAK.finditer(text)]
@@ -66,7 +66,7 @@ def cut_prefix(tok: Tokenizer, prefix: str, budget: int) -> str:
     if budget <= 0:      # prefix[-0:] and ids[-0:] would keep everything
         return ""
     scan = prefix[-budget * 8:] if len(prefix) > budget * 8 else prefix  # no line is cheaper than ~1 token/8 chars
-    lines = split_lines(scan)
+    lines = line_pieces(scan)
     if len(scan) < len(prefix) and lines:
         lines = lines[1:] or lines  # the first scanned line may be cut mid-line
     counts = tok.line_counts(lines)     # memoised: between keystrokes only the cursor's line is new
@@ -86,7 +86,7 @@ def cut_suffix(tok: Tokenizer, suffix: str, budget: int) -> str:
     """Keep the longest head of `suffix` that ends at a line end and fits `budget` tokens; the rest of
     the cursor line is always kept (truncated on the right if it alone is too long)."""
     scan = suffix[:budget * 8]
-    lines = split_lines(scan)
+    lines = line_pieces(scan)
     if len(scan) < len(suffix) and len(lines) > 1:
         lines = lines[:-1]
     counts = tok.line_counts(lines)     # memoised: between keystrokes only the cursor's line is new

@@ -322,9 +322,10 @@ def test_a_diffusion_result_the_caller_would_not_show_is_decoded_again_by_ar(eng
     assert sampled.fell_back and sampled.texts == ar.texts      # one greedy AR candidate in place of all
 
 
-def test_a_fallback_that_runs_out_of_time_leaves_diffusions_text(engine, monkeypatch):
-    """AR's text cut short by the deadline does not replace diffusion's, which the caller may still
-    show in part (Shown.would_show asks for more than that at a multi-line cursor)."""
+def test_a_fallback_that_runs_out_of_time_leaves_diffusions_text_unless_its_own_would_show(engine, monkeypatch):
+    """AR's text cut short by the deadline replaces diffusion's only where the caller would show it:
+    otherwise diffusion's, which the caller may still show in part (Shown.would_show asks for more
+    than that at a multi-line cursor), stands."""
     plain = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX))
     original = engine._ar
 
@@ -335,6 +336,10 @@ def test_a_fallback_that_runs_out_of_time_leaves_diffusions_text(engine, monkeyp
     late = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX, would_show=lambda text: False))
     assert late.texts == plain.texts and not late.fell_back and late.deadline_hit
     assert late.timings.fallback_ms > 0
+    shown_if_not_diffusions = engine.complete(CompletionRequest(prefix=PREFIX, suffix=SUFFIX,
+                                                                would_show=lambda text: text not in plain.texts))
+    assert shown_if_not_diffusions.fell_back and shown_if_not_diffusions.deadline_hit
+    assert shown_if_not_diffusions.texts != plain.texts and len(shown_if_not_diffusions.texts) == 1
 
 
 def test_a_diffusion_result_with_no_text_falls_back_at_a_multi_line_cursor_only(engine):
