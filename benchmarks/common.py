@@ -80,8 +80,8 @@ def paired(a: list, b: list) -> dict:
 
 
 def add_multiline_args(ap, multi: int) -> None:
-    """The arguments of a benchmark that compares settings on held-out multi-line tasks of several splits
-    (`compare_multiline`)."""
+    """The arguments of a benchmark that compares a setting's values on held-out multi-line tasks of
+    several splits (`compare_multiline`)."""
     ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
     ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
     ap.add_argument("--multi", type=int, default=multi, help="multi-line tasks per split (fewer where a split has fewer)")
@@ -96,34 +96,44 @@ def _split_rows(runs: dict, settings: list, split: str, key: str) -> list[dict]:
             for mode, value in settings]
 
 
-def compare_multiline(engine, splits: list[Path], multi: int, settings: list, decode, key: str) -> list[dict]:
-    """Multi-line held-out tasks of each split (`multi` each, fewer where a split has fewer) decoded
-    under every setting, alternating task by task (`alternate`; decode(task, setting) -> Score):
-    rows over all splits' tasks (split "all"), then per split, each paired with the first setting
-    and with AR (settings must hold ("ar", None)); `key` names the settings' value in the rows. A split
-    with no multi-line task has no rows; none at all, no rows."""
-    from spanfill.engine import build_tasks, read_split
+def compare_multiline(engine, args, argv, name: str, key: str, mode: str, decode, **payload) -> int:
+    """The held-out multi-line tasks of each of args.data's splits (args.multi each, fewer where a split
+    has fewer) decoded under every value of a setting (args.<key>s, the first the baseline;
+    decode(task, value) -> Score) and by AR of the same weights, alternating task by task (`alternate`):
+    rows over all splits' tasks (split "all"), then per split, each paired with the baseline and with
+    AR; printed, and written to results/<name>.json with `payload`. A split with no multi-line task has
+    no rows; none at all is an error (exit status 1)."""
+    from spanfill.engine import build_tasks, read_split, score
+    values = getattr(args, key + "s")
+    settings = [(mode, v) for v in values] + [("ar", None)]
+
+    def run(task, setting):
+        return score(engine, task, mode="ar") if setting[0] == "ar" else decode(task, setting[1])
     rows, every = [], {}
-    for data in splits:
-        tasks = build_tasks(read_split(data / "held_out.jsonl"), 0, multi, engine.tokenizer, engine.model.cfg.span_length)
+    for data in args.data:
+        tasks = build_tasks(read_split(data / "held_out.jsonl"), 0, args.multi, engine.tokenizer, engine.model.cfg.span_length)
         if not tasks:
             print(f"{data}: no multi-line task", file=sys.stderr)
             continue
-        runs = alternate([engine], tasks, settings, decode)
+        runs = alternate([engine], tasks, settings, run)
         rows += _split_rows(runs, settings, str(data), key)
         for k, scores in runs.items():
             every.setdefault(k, []).extend(scores)
-    return _split_rows(every, settings, "all", key) + rows if every else []
-
-
-def print_multiline(rows: list[dict], key: str) -> None:
-    """compare_multiline's rows, one line each."""
+    if not every:
+        print("no multi-line task in any split: nothing written", file=sys.stderr)
+        return 1
+    rows = _split_rows(every, settings, "all", key) + rows
     for r in rows:
-        name = "AR" if r["mode"] == "ar" else f"{key}={r[key]}"
-        print(f"{r['split']:<20} {name:<14} {r['tasks']:4d} tasks  shown EM {r['shown_exact_match']:6.1%}  "
+        label = "AR" if r["mode"] == "ar" else f"{key}={r[key]}"
+        print(f"{r['split']:<20} {label:<14} {r['tasks']:4d} tasks  shown EM {r['shown_exact_match']:6.1%}  "
               f"ES {r['shown_edit_similarity']:.3f}  vs first {r['vs_first']['es_diff']:+.4f} ± {r['vs_first']['es_diff_se']:.4f}  "
               f"vs AR {r['vs_ar']['es_diff']:+.4f} ± {r['vs_ar']['es_diff_se']:.4f}  chars {r['shown_chars_mean']:5.1f} "
               f"(reference {r['reference_chars_mean']:5.1f})  p50 {r['latency_median_ms']:6.1f} ms")
+    out = write(name, {"engine": engine.info, key + "s": values, **payload, "splits": [str(d) for d in args.data],
+                       "rows": rows,
+                       "command": f"python benchmarks/{name}.py " + " ".join(argv if argv is not None else sys.argv[1:])})
+    print(f"wrote {out}")
+    return 0
 
 
 def add_server_args(ap) -> None:

@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_multiline_args, compare_multiline, load_engine, print_multiline, write  # noqa: E402
+from common import add_multiline_args, compare_multiline, load_engine  # noqa: E402
 
-from spanfill.engine import CompletionRequest, Cursor, Shown, score, score_text  # noqa: E402
+from spanfill.engine import CompletionRequest, Cursor, Shown, score_text  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -33,10 +33,7 @@ def main(argv=None) -> int:
     engine = load_engine(args.model, eager=args.eager)
     fell_back: dict[float, int] = dict.fromkeys(args.shares, 0)
 
-    def decode(task, setting):
-        mode, share = setting
-        if mode == "ar":
-            return score(engine, task, mode="ar")
+    def decode(task, share):
         shown = Shown(Cursor(task.prefix, task.suffix), python=True, min_share=share)   # held-out tasks are Python
         t0 = time.perf_counter()         # the whole call, as `score` times AR's
         result = engine.complete(CompletionRequest(prefix=task.prefix, suffix=task.suffix, would_show=shown.would_show))
@@ -45,18 +42,9 @@ def main(argv=None) -> int:
         return score_text(task, result.texts[0], ms, result.forward_passes,
                           lambda raw, _cursor: shown.text(raw))
 
-    settings = [("diffusion", s) for s in args.shares] + [("ar", None)]
-    rows = compare_multiline(engine, args.data, args.multi, settings, decode, "share")
-    if not rows:
-        print("no multi-line task in any split: nothing written", file=sys.stderr)
-        return 1
-    print_multiline(rows, "share")
+    status = compare_multiline(engine, args, argv, "fallback_share", "share", "diffusion", decode, fell_back=fell_back)
     print("fell back to AR: " + ", ".join(f"share {s}: {n}" for s, n in fell_back.items()))
-    out = write("fallback_share", {"engine": engine.info, "shares": args.shares, "fell_back": fell_back,
-                                   "splits": [str(d) for d in args.data], "rows": rows,
-                                   "command": "python benchmarks/fallback_share.py " + " ".join(argv if argv is not None else sys.argv[1:])})
-    print(f"wrote {out}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_multiline_args, compare_multiline, load_engine, print_multiline, write  # noqa: E402
+from common import add_multiline_args, compare_multiline, load_engine  # noqa: E402
 
 from spanfill.engine import score  # noqa: E402
 
@@ -36,24 +36,11 @@ def main(argv=None) -> int:
         print(f"{engine.name} has no length head: no quantile to compare, nothing written", file=sys.stderr)
         return 0
 
-    def decode(task, setting):
-        mode, q = setting
-        if mode == "ar":
-            return score(engine, task, mode="ar")
+    def decode(task, q):
         engine.head_quantile = q
         return score(engine, task, steps=args.steps, fallback=True)
 
-    settings = [("head", q) for q in args.quantiles] + [("ar", None)]
-    rows = compare_multiline(engine, args.data, args.multi, settings, decode, "quantile")
-    if not rows:
-        print("no multi-line task in any split: nothing written", file=sys.stderr)
-        return 1
-    print_multiline(rows, "quantile")
-    out = write("head_quantile", {"engine": engine.info, "steps": args.steps, "quantiles": args.quantiles,
-                                  "splits": [str(d) for d in args.data], "rows": rows,
-                                  "command": "python benchmarks/head_quantile.py " + " ".join(argv if argv is not None else sys.argv[1:])})
-    print(f"wrote {out}")
-    return 0
+    return compare_multiline(engine, args, argv, "head_quantile", "quantile", "head", decode, steps=args.steps)
 
 
 if __name__ == "__main__":
