@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     typed = min(TYPED_TOKENS, len(entry.tokens) - 1)
     with torch.inference_mode():   # a fresh tensor, as the cache makes it (a slice's strides would not match the graph's guards)
         tail = torch.tensor([entry.tokens[-typed:]], device=span.device)
+        last = torch.tensor([entry.tokens[-1:]], device=span.device)
 
     def prefill(encode, ids, start):
         def run():
@@ -84,6 +85,8 @@ def main(argv=None) -> int:
                      **summary(timed(prefill(encode, tokens, 0), args.repeats))})
         rows.append({"what": f"typed-tail prefill ({typed} tokens after {len(entry.tokens) - typed}), {how}",
                      **summary(timed(prefill(encode, tail, len(entry.tokens) - typed), args.repeats))})
+        rows.append({"what": f"one typed token's prefill (after {len(entry.tokens) - 1}), {how}",
+                     **summary(timed(prefill(encode, last, len(entry.tokens) - 1), args.repeats))})
     if engine.info["compiled"]:   # the whole step the engine runs: forward, pick, commit
         step = compiled_step(engine, span, ctx.context_tokens, kv)
         rows.append({"what": f"span step (L={L}, +pick+commit), compiled", **summary(timed(step, args.repeats))})

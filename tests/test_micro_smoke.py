@@ -19,6 +19,7 @@ def test_micro_times_every_step_and_completion(tmp_path, monkeypatch, capsys):
     assert set(rows) == {f"span step (L={result['span_length']}, +logits), eager",
                          f"context prefill ({context} tokens), eager",
                          f"typed-tail prefill ({typed} tokens after {context - typed}), eager",
+                         f"one typed token's prefill (after {context - 1}), eager",
                          "completion T=1", "completion T=2", "completion T=4", "completion T=8",
                          f"completion AR ({result['span_length']} tokens)"}
     # the tiny model never ends a span (eom and pad suppressed): each T runs all its steps

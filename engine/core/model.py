@@ -48,16 +48,6 @@ def biased_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: to
     return torch.bmm(torch.softmax(scores, dim=-1), v.reshape(B * H, S, Dh)).view(B, H, S, Dh)
 
 
-def one_query_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """SDPA for one query (q [1, H, 1, Dh]: an AR token, one typed token) against every cached key.
-    On the CPU in bf16 it runs in float32: the bf16 kernel's one-query path is slower than casting
-    the keys and values and running the float32 one, which is also the more exact (the AR token step
-    and the one-token prefill: `python benchmarks/engine_micro.py --model DEFAULT`)."""
-    if q.dtype == torch.bfloat16 and q.device.type == "cpu":
-        return F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(q.dtype)
-    return F.scaled_dot_product_attention(q, k, v)
-
-
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -208,8 +198,6 @@ class SpanfillModel(nn.Module):
             kbuf, vbuf = kv[i]
             kbuf[:, :, start:end] = k
             vbuf[:, :, start:end] = v
-            if N == 1:
-                return one_query_attention(q, kbuf[:, :, :end], vbuf[:, :, :end])
             return F.scaled_dot_product_attention(q, kbuf[:, :, :end], vbuf[:, :, :end], attn_mask=mask, is_causal=causal)
         h = self.blocks(x, cos, sin, attend)
         return h[0] if every else h[:, -1]

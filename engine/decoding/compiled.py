@@ -49,8 +49,9 @@ log = logging.getLogger(__name__)
 # use pre-packed weights; it must be set in the global config: passed as torch.compile(options=) it
 # is read too late and silently does nothing (the matmuls stay aten::mm). The span and token steps
 # also autotune their matmuls between aten and Inductor's C++ GEMM template, which on AMX machines is
-# much faster at these shapes (32 or 1 rows); the prefill's row count is dynamic, which the template
-# does not take, so it keeps oneDNN's packed linear.
+# much faster at these shapes (32 or 1 rows); so does the prefill of one typed token (a graph of its
+# own: Dynamo specialises a size of 1). The prefill's row count is otherwise dynamic, which the
+# template does not take, so it keeps oneDNN's packed linear.
 FREEZE = {"freezing": True}
 MAX_LOGGED_FALLBACKS = 5     # guard failures logged in full; later ones are only counted
 STEP_CONFIG = {**FREEZE, "max_autotune": True, "max_autotune_gemm_backends": "CPP,ATEN",
@@ -217,7 +218,8 @@ class CompiledSteps:
                                            (0, 256, 256), (250, 6, 256), (93, 1, 256), (147, 1, 384),
                                            (255, 1, 256)):
                     self._stop_point()
-                    with torch._inductor.config.patch(FREEZE):
+                    # one token has static shapes but the context length: the C++ GEMM template takes it
+                    with torch._inductor.config.patch(step_config if n == 1 else FREEZE):
                         self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
         except WarmupStopped:
             self.error = "stopped: the engine went out of service"

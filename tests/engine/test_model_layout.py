@@ -101,13 +101,20 @@ def test_one_candidate_in_scratch_equals_a_batch_of_candidates(model_and_tok):
     assert torch.allclose(batched, singles, atol=TOL), (batched - singles).abs().max()
 
 
-def test_one_query_attention_in_bf16_on_the_cpu_is_the_float32_result():
-    import torch.nn.functional as F
-    from spanfill.engine.core.model import one_query_attention
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(1, 4, n, 16, generator=gen).to(torch.bfloat16) for n in (1, 300, 300))
-    out = one_query_attention(q, k, v)
-    assert out.dtype == torch.bfloat16
-    assert torch.equal(out, F.scaled_dot_product_attention(q.float(), k.float(), v.float()).to(torch.bfloat16))
-    q32, k32, v32 = q.float(), k.float(), v.float()     # float32 in: the kernel as it is
-    assert torch.equal(one_query_attention(q32, k32, v32), F.scaled_dot_product_attention(q32, k32, v32))
+def test_one_typed_token_in_bf16_encodes_as_the_whole_context_does(model_and_tok):
+    """The one-token path (an AR token, one typed character: SDPA with one query and no mask) in
+    bf16 on the CPU: the last token's hidden state as when the context is encoded in one pass."""
+    import copy
+    model, tok = model_and_tok
+    model = copy.deepcopy(model).to(torch.bfloat16)
+    ids = torch.tensor([context_ids(tok, PREFIX, SUFFIX)])
+    N = ids.shape[1]
+    with torch.inference_mode():
+        kv = model.allocate_kv(N)
+        whole = model.encode_context(ids, 0, kv)
+        kv = model.allocate_kv(N)
+        model.encode_context(ids[:, :-1], 0, kv)
+        typed = model.encode_context(ids[:, -1:], N - 1, kv)
+    assert typed.dtype == torch.bfloat16
+    scale = whole.float().abs().max()       # a random tiny model's hidden states are small
+    assert torch.allclose(typed.float(), whole.float(), atol=0.02 * scale), (typed.float() - whole.float()).abs().max()
