@@ -34,7 +34,7 @@ $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --backgro
 $PY benchmarks/families.py --threads 1
 $PY benchmarks/length.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --single 300 --multi 150
 $PY benchmarks/head_quantile.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --multi 500 --quantiles 0.3 0.4 0.5
-$PY benchmarks/fallback_share.py --data "$DATA" "${MODEL_ARGS[@]}" --multi 300 --shares 0 0.5
+$PY benchmarks/fallback_share.py --data "$DATA" "${MODEL_ARGS[@]}" --multi 600 --shares 0.5 0.9 1.0
 $PY benchmarks/check.py --data "$DATA" "${MODEL_ARGS[@]}" --single 1000 --multi 200
 $PY benchmarks/line_start.py --data "$DATA" "${MODEL_ARGS[@]}" --tasks 300
 $PY benchmarks/windows.py --data "$DATA" "${MODEL_ARGS[@]}" --single 1000 --multi 200 --eager --shares 0.5 0.75 0.85 0.95 1

@@ -186,9 +186,8 @@ async def test_invoked_asks_for_several_sampled_candidates(make_session):
 
 
 async def test_only_a_single_candidate_falls_back_to_ar_for_a_text_mostly_cut(make_session):
-    """At a multi-line cursor of a Python document, a candidate the Python gate cuts to less than half
-    asks for the AR fallback when it is the only one; among an invoked request's several, any text
-    shown is worth showing."""
+    """At a multi-line cursor of a Python document, a candidate the Python gate cuts asks for the AR
+    fallback when it is the only one; among an invoked request's several, any text shown is worth showing."""
     session, engine = make_session(texts=("return a + b",))
     mostly_cut = "return a + b\n    ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ] ]"      # at the body's empty line
     await suggest(session, query())

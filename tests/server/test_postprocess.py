@@ -310,3 +310,16 @@ def test_a_multi_line_candidate_mostly_cut_is_not_worth_showing_over_ar():
     assert single.text(raw) == "x" and single.would_show(raw)
     # in another language the rules cut text that leaves the block or repeats the suffix, no sign of a bad one
     assert Shown(cursor, python=False, min_share=0.5).would_show(mostly_cut)
+
+
+def test_by_default_a_multi_line_candidate_the_rules_cut_at_all_is_not_worth_showing_over_ar():
+    """MIN_SHOWN_SHARE is 1: at a multi-line cursor of a Python document, one stray character the
+    Python gate cuts sends the request to the AR fallback; blank characters do not count."""
+    from spanfill.engine.decoding.postprocess import Shown
+    cursor = Cursor("def f(x):\n", "\n\ndef g():\n    pass\n")
+    whole = "    y = x + 1\n    return y"
+    slightly_cut = whole + "\n    ]"
+    shown = Shown(cursor, python=True)
+    assert shown.text(slightly_cut) == whole and not shown.would_show(slightly_cut)
+    assert shown.would_show(whole) and shown.would_show(whole + "\n\n   ")
+    assert Shown(cursor, python=True, min_share=0.5).would_show(slightly_cut)
