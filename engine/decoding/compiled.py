@@ -2,8 +2,8 @@
 
 On a 2-core CPU one span step of the default model is ~150 small eager ops (norms, RoPE, residuals,
 SwiGLU, cache writes) around 25 matmuls, and their dispatch costs more than the arithmetic; Inductor
-fuses the pointwise work into a few C++ loops, and with the weights frozen the span and token steps'
-matmuls become its C++ GEMM template (AMX micro-kernels on pre-packed weights; see STEP_CONFIG).
+fuses the pointwise work into a few C++ loops, and with the weights frozen the matmuls of the span
+and token steps and of one typed token's prefill become its C++ GEMM template (AMX micro-kernels on pre-packed weights; see STEP_CONFIG).
 What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 
 * `denoise_step(span, masked, context_len, kv, bias, first_bias, repeatable, steps_left)`: denoise.step_body,
@@ -218,7 +218,6 @@ class CompiledSteps:
                                            (0, 256, 256), (250, 6, 256), (93, 1, 256), (147, 1, 384),
                                            (255, 1, 256)):
                     self._stop_point()
-                    # one token has static shapes but the context length: the C++ GEMM template takes it
                     with torch._inductor.config.patch(step_config if n == 1 else FREEZE):
                         self.prefill(torch.ones(1, n, dtype=torch.long, device=w.device), start, self._scratch(capacity))
         except WarmupStopped:

@@ -34,9 +34,10 @@ INDENT_UNIT = 4
 OVERLAP_SCAN = 512            # longest repeated tail looked for, in characters
 # at a multi-line cursor of a Python document, a diffusion candidate whose shown text keeps less than
 # this share of what it wrote (non-blank characters; the rules cut the rest, mostly the Python gate) is
-# not worth showing over AR's (`Shown.would_show`): the AR fallback decodes again. 1.0: any of it cut.
-# The higher the share, the more requests fall back and the higher the edit similarity and length as
-# shown on held-out multi-line tasks, at the same exact match (benchmarks/fallback_share.py)
+# not worth showing over AR's (`Shown.would_show`): the AR fallback decodes again. 1.0: any of it cut,
+# by any rule (a body that also repeats the suffix's next line included). Over four held-out splits'
+# multi-line tasks, the higher the share the more requests fall back (about half at 1.0) and the higher
+# the edit similarity and length as shown, at the same exact match (benchmarks/fallback_share.py)
 MIN_SHOWN_SHARE = 1.0
 
 

@@ -103,18 +103,29 @@ def test_one_candidate_in_scratch_equals_a_batch_of_candidates(model_and_tok):
 
 def test_one_typed_token_in_bf16_encodes_as_the_whole_context_does(model_and_tok):
     """The one-token path (an AR token, one typed character: SDPA with one query and no mask) in
-    bf16 on the CPU: the last token's hidden state as when the context is encoded in one pass."""
+    bf16 on the CPU: the last token's hidden state as when the context is encoded in one pass. The
+    attention weights are scaled up so that attention, not the token's own embedding, decides the
+    hidden state: the same token encoded one position off is far from it."""
     import copy
     model, tok = model_and_tok
-    model = copy.deepcopy(model).to(torch.bfloat16)
+    model = copy.deepcopy(model)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.attn.wqkv.weight.mul_(10)
+            layer.attn.wo.weight.mul_(10)
+    model = model.to(torch.bfloat16)
     ids = torch.tensor([context_ids(tok, PREFIX, SUFFIX)])
     N = ids.shape[1]
+
+    def typed_last(position):
+        with torch.inference_mode():
+            kv = model.allocate_kv(N)
+            model.encode_context(ids[:, :-1], 0, kv)
+            return model.encode_context(ids[:, -1:], position, kv)
     with torch.inference_mode():
-        kv = model.allocate_kv(N)
-        whole = model.encode_context(ids, 0, kv)
-        kv = model.allocate_kv(N)
-        model.encode_context(ids[:, :-1], 0, kv)
-        typed = model.encode_context(ids[:, -1:], N - 1, kv)
+        whole = model.encode_context(ids, 0, model.allocate_kv(N)).float()
+    typed = typed_last(N - 1)
+    tolerance = 0.02 * whole.abs().max()
     assert typed.dtype == torch.bfloat16
-    scale = whole.float().abs().max()       # a random tiny model's hidden states are small
-    assert torch.allclose(typed.float(), whole.float(), atol=0.02 * scale), (typed.float() - whole.float()).abs().max()
+    assert torch.allclose(typed.float(), whole, atol=tolerance), (typed.float() - whole).abs().max()
+    assert not torch.allclose(typed_last(N - 2).float(), whole, atol=tolerance)
