@@ -6,7 +6,7 @@ in one process. Per share: exact match, edit similarity and chars as shown, how 
 back, latency, and the paired edit-similarity difference against the first share and against AR, per
 split and over all; writes results/fallback_share.json. Share 0 falls back only where nothing is shown.
 
-    python benchmarks/fallback_share.py --data /work/data /work/data3 --multi 300 --shares 0 0.4 0.5 0.6
+    python benchmarks/fallback_share.py --data /work/data /work/data_fresh /work/data3 /work/data4 --multi 600 --shares 0.5 0.9 1.0
 """
 from __future__ import annotations
 

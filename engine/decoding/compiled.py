@@ -3,7 +3,8 @@
 On a 2-core CPU one span step of the default model is ~150 small eager ops (norms, RoPE, residuals,
 SwiGLU, cache writes) around 25 matmuls, and their dispatch costs more than the arithmetic; Inductor
 fuses the pointwise work into a few C++ loops, and with the weights frozen the matmuls of the span
-and token steps and of one typed token's prefill become its C++ GEMM template (AMX micro-kernels on pre-packed weights; see STEP_CONFIG).
+and token steps and of one typed token's prefill become its C++ GEMM template (AMX micro-kernels on
+pre-packed weights; see STEP_CONFIG).
 What is compiled is the *step* (gpt-fast's recipe), not the loop around it:
 
 * `denoise_step(span, masked, context_len, kv, bias, first_bias, repeatable, steps_left)`: denoise.step_body,
