@@ -57,11 +57,9 @@ def _(x: torch.Tensor, handle: int, out_features: int) -> torch.Tensor:
 
 class Int8Linear(nn.Module):
     """A bias-free linear layer y = x W^T with W [N, K] held as packed int8, for every row count. One
-    row (an AR token, one typed token's prefill) is bound by reading the weight, and the shipped
-    model's int8 weights (10 MB) fit in a laptop's L3 where their fp32 copies (41 MB) do not: AR,
-    every token of it one row, runs 1.2x (single-line) and 1.26x (multi-line) faster than fp32 on an
-    AVX2 EPYC (benchmarks/int8.py, 2026-12-07; with its one-row products in fp32, the 6-layer model's
-    AR gained 1.08x and 1.03x there on 2026-12-04)."""
+    row (an AR token, one typed token's prefill) is bound by reading the weight, and a model past
+    the L3 in fp32 (the shipped one: 41 MB of these weights, 10 MB in int8; an AVX2 EPYC has 32 MB)
+    reads a quarter of it in int8: AR runs faster than in fp32 (benchmarks/int8.py)."""
 
     def __init__(self, weight: nn.Parameter):
         super().__init__()

@@ -38,6 +38,7 @@ def test_int8_linear_is_close_to_the_fp32_matmul():
     # one row (an AR token step) runs the int8 product too, not the fp32 weight
     one = layer(x[:1, :1])
     assert relative_error(one, x[:1, :1] @ weight.T) < 0.03
+    assert torch.equal(one, torch.ops.spanfill.int8_linear(x[:1, :1], layer.handle, 96))
     assert not torch.equal(one, torch.nn.functional.linear(x[:1, :1], weight))
     # a weight with one row a thousand times the others: per-row scales keep the small rows exact
     weight[0] *= 1000
