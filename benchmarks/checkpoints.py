@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import add_task_args, alternate, load_engine, paired, task_counts, write  # noqa: E402
+from common import add_task_args, alternate, fresh_tasks, load_engine, paired, task_counts, write  # noqa: E402
 
 from spanfill.engine import build_tasks, read_split, score, summarise  # noqa: E402
 
@@ -59,18 +59,6 @@ def model_dir(name: str) -> str | None:
                              f"({shown.stderr.decode().strip()}); name a revision of this repository")
         (directory / file).write_bytes(shown.stdout)
     return str(directory)
-
-
-def task_key(task) -> tuple:
-    """What makes two held-out tasks the same task (their ids number them per build, so ids do not)."""
-    return task.kind, task.prefix, task.middle, task.suffix
-
-
-def fresh_tasks(files, single: int, multi: int, after: tuple[int, int], tokenizer, span_length: int) -> list:
-    """The tasks a build of after + (single, multi) makes that a build of `after` does not."""
-    seen = {task_key(t) for t in build_tasks(files, *after, tokenizer, span_length)}
-    return [t for t in build_tasks(files, after[0] + single, after[1] + multi, tokenizer, span_length)
-            if task_key(t) not in seen]
 
 
 def sign_test(won: int, lost: int) -> float:

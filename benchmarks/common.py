@@ -79,12 +79,29 @@ def paired(a: list, b: list) -> dict:
             "es_diff": statistics.fmean(diffs), "es_diff_se": se}
 
 
+def task_key(task) -> tuple:
+    """What makes two held-out tasks the same task (their ids number them per build, so ids do not)."""
+    return task.kind, task.prefix, task.middle, task.suffix
+
+
+def fresh_tasks(files, single: int, multi: int, after: tuple[int, int], tokenizer, span_length: int) -> list:
+    """The tasks a build of after + (single, multi) makes that a build of `after` does not: the tasks
+    beyond those a choice was made on (fewer than asked where the two builds cut a file alike or the
+    split runs out)."""
+    from spanfill.engine import build_tasks
+    seen = {task_key(t) for t in build_tasks(files, *after, tokenizer, span_length)}
+    return [t for t in build_tasks(files, after[0] + single, after[1] + multi, tokenizer, span_length)
+            if task_key(t) not in seen]
+
+
 def add_multiline_args(ap, multi: int) -> None:
     """The arguments of a benchmark that compares a setting's values on held-out multi-line tasks of
     several splits (`compare_multiline`)."""
     ap.add_argument("--model", default=None, help="checkpoint dir (default: the shipped model)")
     ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
     ap.add_argument("--multi", type=int, default=multi, help="multi-line tasks per split (fewer where a split has fewer)")
+    ap.add_argument("--after", type=int, default=0, metavar="M",
+                    help="only each split's tasks beyond its first M (to confirm a choice made on those)")
 
 
 def _split_rows(runs: dict, settings: list, split: str, key: str) -> list[dict]:
@@ -98,12 +115,12 @@ def _split_rows(runs: dict, settings: list, split: str, key: str) -> list[dict]:
 
 def compare_multiline(engine, args, argv, name: str, key: str, mode: str, decode, **payload) -> int:
     """The held-out multi-line tasks of each of args.data's splits (args.multi each, fewer where a split
-    has fewer) decoded under every value of a setting (args.<key>s, the first the baseline;
-    decode(task, value) -> Score) and by AR of the same weights, alternating task by task (`alternate`):
-    rows over all splits' tasks (split "all"), then per split, each paired with the baseline and with
-    AR; printed, and written to results/<name>.json with `payload`. A split with no multi-line task has
-    no rows; none at all is an error (exit status 1)."""
-    from spanfill.engine import build_tasks, read_split, score
+    has fewer; with args.after M, those beyond the split's first M) decoded under every value of a
+    setting (args.<key>s, the first the baseline; decode(task, value) -> Score) and by AR of the same
+    weights, alternating task by task (`alternate`): rows over all splits' tasks (split "all"), then
+    per split, each paired with the baseline and with AR; printed, and written to results/<name>.json
+    with `payload`. A split with no multi-line task has no rows; none at all is an error (exit status 1)."""
+    from spanfill.engine import read_split, score
     values = getattr(args, key + "s")
     settings = [(mode, v) for v in values] + [("ar", None)]
 
@@ -111,7 +128,8 @@ def compare_multiline(engine, args, argv, name: str, key: str, mode: str, decode
         return score(engine, task, mode="ar") if setting[0] == "ar" else decode(task, setting[1])
     rows, every = [], {}
     for data in args.data:
-        tasks = build_tasks(read_split(data / "held_out.jsonl"), 0, args.multi, engine.tokenizer, engine.model.cfg.span_length)
+        tasks = fresh_tasks(read_split(data / "held_out.jsonl"), 0, args.multi, (0, args.after), engine.tokenizer,
+                            engine.model.cfg.span_length)
         if not tasks:
             print(f"{data}: no multi-line task", file=sys.stderr)
             continue

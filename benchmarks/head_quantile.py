@@ -7,6 +7,11 @@ the first quantile and against AR (mean and standard error), per split and over 
 results/head_quantile.json.
 
     python benchmarks/head_quantile.py --data /work/data /work/data_fresh --multi 500 --quantiles 0.3 0.4 0.5 --eager
+
+A choice made on those tasks is confirmed on tasks beyond them (`--after M`: each split's multi-line
+tasks that a build of M + --multi makes beyond a build of M):
+
+    python benchmarks/head_quantile.py --data /work/data_fresh /work/data4 --after 1000 --multi 600 --quantiles 0.4 0.45 0.5 --eager
 """
 from __future__ import annotations
 

@@ -59,9 +59,9 @@ def test_fresh_tasks_are_those_a_larger_build_adds(shipped_model, held_out_data)
     from spanfill.engine import Tokenizer, build_tasks, read_split
     files, tok = read_split(held_out_data / "held_out.jsonl"), Tokenizer.from_file(shipped_model / "tokenizer.json")
     first = build_tasks(files, 4, 2, tok, 32)
-    fresh = checkpoints.fresh_tasks(files, 4, 2, (4, 2), tok, 32)
+    fresh = common.fresh_tasks(files, 4, 2, (4, 2), tok, 32)
     larger = build_tasks(files, 8, 4, tok, 32)
-    key = checkpoints.task_key
+    key = common.task_key
     assert fresh and {key(t) for t in fresh} <= {key(t) for t in larger}
     assert not {key(t) for t in fresh} & {key(t) for t in first}
     assert {t.kind for t in fresh} == {"single", "multi"}
@@ -72,7 +72,7 @@ def test_fresh_after_decodes_only_the_fresh_tasks(shipped_model, held_out_data, 
     monkeypatch.setattr(common, "RESULTS", tmp_path)
     assert checkpoints.main(["--models", "shipped", str(shipped_model), "--data", str(held_out_data),
                              "--single", "4", "--multi", "2", "--eager", "--fresh-after", "4", "2"]) == 0
-    fresh = checkpoints.fresh_tasks(read_split(held_out_data / "held_out.jsonl"), 4, 2, (4, 2),
-                                    Tokenizer.from_file(shipped_model / "tokenizer.json"), 32)
+    fresh = common.fresh_tasks(read_split(held_out_data / "held_out.jsonl"), 4, 2, (4, 2),
+                               Tokenizer.from_file(shipped_model / "tokenizer.json"), 32)
     counts = json.loads((tmp_path / "checkpoints.json").read_text())["tasks"]
     assert counts == {kind: sum(t.kind == kind for t in fresh) for kind in ("single", "multi")}

@@ -12,7 +12,8 @@ from spanfill.engine.decoding.length import HEAD_QUANTILE, head_end, place_end, 
 
 
 def test_head_end_is_the_counts_quantile():
-    assert head_end(torch.tensor([0.2, 0.25, 0.55])) == 1                 # cdf 0.2, 0.45: past HEAD_QUANTILE (0.4) at 1
+    assert head_end(torch.tensor([0.2, 0.3, 0.5])) == 1                   # cdf 0.2, 0.5: past HEAD_QUANTILE (0.45) at 1
+    assert head_end(torch.tensor([0.4, 0.1, 0.5])) == 1                   # cdf 0.4: below it
     assert head_end(torch.tensor([0.3, 0.25, 0.45]), quantile=0.6) == 2   # cdf 0.3, 0.55: past 0.6 at 2
     assert head_end(torch.tensor([0.3, 0.25, 0.45]), quantile=0.5) == 1   # the median
     assert head_end(torch.tensor([0.1, 0.2, 0.15, 0.3, 0.25]), quantile=0.6) == 3   # cdf 0.1, 0.3, 0.45, 0.75
