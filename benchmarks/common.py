@@ -86,8 +86,8 @@ def task_key(task) -> tuple:
 
 def fresh_tasks(files, single: int, multi: int, after: tuple[int, int], tokenizer, span_length: int) -> list:
     """The tasks a build of after + (single, multi) makes that a build of `after` does not: the tasks
-    beyond those a choice was made on (fewer than asked where the two builds cut a file alike or the
-    split runs out)."""
+    beyond those a choice was made on. Not exactly as many as asked: fewer where the two builds cut a
+    file alike or the split runs out, more where the larger build cuts each file more often."""
     from spanfill.engine import build_tasks
     seen = {task_key(t) for t in build_tasks(files, *after, tokenizer, span_length)}
     return [t for t in build_tasks(files, after[0] + single, after[1] + multi, tokenizer, span_length)
@@ -101,7 +101,8 @@ def add_multiline_args(ap, multi: int) -> None:
     ap.add_argument("--data", type=Path, nargs="+", default=[Path("data")], help="`spanfill data` outputs with held_out.jsonl")
     ap.add_argument("--multi", type=int, default=multi, help="multi-line tasks per split (fewer where a split has fewer)")
     ap.add_argument("--after", type=int, default=0, metavar="M",
-                    help="only each split's tasks beyond its first M (to confirm a choice made on those)")
+                    help="only each split's tasks beyond its first M (to confirm a choice made on those; about "
+                         "--multi of them, not exactly: common.fresh_tasks)")
 
 
 def _split_rows(runs: dict, settings: list, split: str, key: str) -> list[dict]:

@@ -5,7 +5,11 @@ by its matmuls, which at the span's shapes (16 or 32 rows) run far below the CPU
 fbgemm's dynamic int8 linear runs the same shapes several times faster (benchmarks/int8.py). So most linear layers and the vocabulary projection can run as fbgemm's int8 linear (`quantize_int8`
 says which and why not the others): weights quantized once, symmetric per output channel;
 activations quantized per call (dynamic, 7-bit, as fbgemm needs on CPUs without VNNI); int32
-accumulation; fp32 out. Norms, attention and the KV cache stay fp32.
+accumulation; fp32 out. Norms, attention and the KV cache stay fp32. One activation scale per call
+means a row's product depends on the other rows of its call: a context prefilled in pieces (as the
+user types) has slightly different keys and values than the same context prefilled whole, so an
+int8 engine's completion can depend on what its context cache held before (fp32's does not).
+A scale per row would remove that; torch's `_int_mm` on the CPU is far too slow for it.
 
 The op is registered with torch.library, so the compiled steps (compiled.py) call it as one opaque
 kernel: Dynamo cannot trace fbgemm's packed-weight object, so the packed weights live in a

@@ -61,9 +61,10 @@ END_CONFIDENCE = 0.9           # `late-end`: an end token commits before the fin
 # `head` ends the span at this quantile of the head's count distribution, a little below its median:
 # the more positions 4 steps must fill, the more of a multi-line middle this model writes that is not
 # Python (pysyntax.py cuts it and AR writes it instead), while a lower quantile shows middles shorter
-# than the reference's. Chosen on held-out multi-line tasks as the server asks (T=4, AR fallback) for
-# the edit similarity at chars shown within 15% of the reference's: benchmarks/head_quantile.py
-# (`Engine.head_quantile` overrides it per engine; MODEL_CARD.md has the figures)
+# than the reference's. Chosen on two sets of held-out multi-line tasks as the server asks (T=4, AR
+# fallback): the lowest quantile tried whose chars shown stayed within 15% of the reference's on both,
+# at an edit similarity as high as 0.4's: benchmarks/head_quantile.py (`Engine.head_quantile`
+# overrides it per engine; MODEL_CARD.md has the figures)
 HEAD_QUANTILE = 0.45
 FIRST_STEP = {"first-step": "mode", "first-step-mean": "mean", "first-step-median": "median"}
 
