@@ -7,7 +7,7 @@ wrote under benchmarks/results/ (one section per directory: one machine and dtyp
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
 span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json),
 tokenize_time.json, gpu_latency.json (gpu.sh), families[_cuda].json (benchmarks/families.py),
-length.json, head_quantile.json, fallback_share.json, check.json, line_start.json, train_throughput.json and soak.json; a missing file leaves its table out.
+length.json, head_quantile.json, span_lengths.json, fallback_share.json, check.json, line_start.json, train_throughput.json and soak.json; a missing file leaves its table out.
 report_sections.py and report_replay.py render the sections; this file puts each directory's together under its machine,
 with the goals table. Nothing here measures anything: every number is copied from a result file,
 beside the command that wrote it, the date it was written and the machine it names.
@@ -26,7 +26,7 @@ from report_format import ms, pct, shown, table
 from report_replay import REPLAY_VARIANTS, replay_goal_row, replay_section, threads_section
 from report_sections import (by_kind, check_section, cold_rows, eval_section, fallback_share_section,
                              families_section, gpu_section, head_quantile_section, int8_section, length_section,
-                             limit_section, line_start_section, micro_section, soak_section, span_cut_section,
+                             limit_section, line_start_section, micro_section, soak_section, span_cut_section, span_lengths_section,
                              sweep_section, tokenize_time_section, train_throughput_section, windows_section)
 
 HERE = Path(__file__).resolve().parent
@@ -108,6 +108,7 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
             ("replay", replay_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
             ("families", families_section),
             ("families_cuda", families_section), ("length", length_section), ("head_quantile", head_quantile_section),
+            ("span_lengths", span_lengths_section),
             ("fallback_share", fallback_share_section),
             ("check", check_section),
             ("line_start", line_start_section), ("windows", windows_section),
@@ -117,7 +118,7 @@ SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_mi
 def machine(directory: Path) -> tuple[str, str]:
     """(short name, full line) of the machine a directory's results come from, as the benchmarks recorded it."""
     reports = [r for name in ("limit", "engine_micro_model", "engine_sweep", "replay", "int8", "span_cut", "gpu_latency",
-                              "families", "families_cuda", "length", "head_quantile", "fallback_share", "check", "line_start", "windows", "train_throughput", "tokenize_time", "soak")
+                              "families", "families_cuda", "length", "head_quantile", "span_lengths", "fallback_share", "check", "line_start", "windows", "train_throughput", "tokenize_time", "soak")
                if (r := load(directory, name)) is not None and "machine" in r]
     if not reports:
         return "machine not recorded", "Machine: not recorded in these result files."
@@ -187,7 +188,8 @@ the benchmark that wrote it, then the report.
 | `benchmarks/replay.py` | typing held-out files key by key through the real server over stdio: keystroke to suggestion p50/p95/p99, the share of keystrokes unanswered before the next, round trips, cache share, KV reuse, the server's engine time |
 | `benchmarks/tokenize_time.py` | tokenize time per keystroke while typing into a large held-out file: the server's context windows and the engine's tokenize stage, windows from the line-piece memo against every window encoded whole, alternating in one process |
 | `benchmarks/limit.py` | per-step time against the weight-streaming and FLOP bounds of this machine |
-| `benchmarks/span_cut.py` | the span cut to 16 positions (default) against the whole span, alternating in one process |
+| `benchmarks/span_cut.py` | the span cut to length.SHRINK_TO's lengths (default) against the whole span, alternating in one process |
+| `benchmarks/span_lengths.py --data DATA DATA2 --multi 300 --cuts 16,8 24,16,8` | the lengths a multi-line span is cut down to, compiled, and AR alternating task by task as the server asks: exact match and edit similarity as shown, paired against the first set and AR, chars shown, latency |
 | `benchmarks/int8.py` | fp32 against int8 matmuls (`dtype` `int8`), two engines alternating in one process |
 | `benchmarks/gpu_sweep.py` | on CUDA: L × T through CUDA graphs and eagerly, AR, the Triton confidence kernel |
 | `benchmarks/families.py --threads 1` | the public diffusion checkpoints' real shapes with random weights: prefill, span step, head and whole completions with and without the dual cache (latency only) |

@@ -240,6 +240,20 @@ def head_quantile_section(r: dict, where: str = "") -> list[str]:
             _multiline_table(r, "quantile", r["quantiles"][0], lambda q: f"{q:g}")]
 
 
+def span_lengths_section(r: dict, where: str = "") -> list[str]:
+    """benchmarks/span_lengths.py: the lengths a span is cut down to, as the server asks."""
+    return [f"**Span cut lengths** ({where}`{r['command']}`; {engine_line(r['engine'])}, T={r['steps']}): held-out "
+            f"multi-line tasks completed as the server asks (the length head's end, AR fallback) with the span cut "
+            f"down to each set of lengths once its tail is committed pads (none: the whole span at every step), and "
+            f"AR mode, alternating task by task on one engine; *vs*: exact matches won / lost and the edit-similarity "
+            f"difference ± its standard error against the first set and against AR, task by task; *all*: every "
+            f"split's tasks together:", "", _multiline_table(r, "cut", r["cuts"][0], cut_label)]
+
+
+def cut_label(cut: list[int]) -> str:
+    return ",".join(map(str, cut)) or "none"
+
+
 def fallback_share_section(r: dict, where: str = "") -> list[str]:
     """benchmarks/fallback_share.py: the share of a multi-line candidate that must show, or AR decodes again."""
     fell = ", ".join(f"{float(s):g}: {n}" for s, n in r["fell_back"].items())

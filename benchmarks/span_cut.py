@@ -3,7 +3,7 @@ shipped model's compiled steps under three settings that alternate task by task 
 too), so all see the same machine:
 
 * `whole`: the model's span (L=32) at every step;
-* `cut`: the same span, cut to length.SHRINK_TO once its tail is committed pads
+* `cut`: the same span, cut to length.SHRINK_TO's lengths once its tail is committed pads
   (`CompletionRequest.shrink_span`);
 * `default`: what a request that names no span length runs: at a single-line cursor it starts on
   length.SINGLE_LINE_SPAN positions (`start_span`), then is cut as under `cut`.
@@ -32,7 +32,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     engine = load_engine(args.model)
     L = engine.model.cfg.span_length
-    if not shrink_lengths(L):
+    if not shrink_lengths(L, engine.shrink_to):
         print(f"span length {L} has nothing shorter to cut to")
         return 1
     tasks = build_tasks(read_split(args.data / "held_out.jsonl"), args.single, args.multi, engine.tokenizer, L)
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
               f"chars {r['shown_chars_mean']:.1f} (reference {r['reference_chars_mean']:.1f})  passes {r['forward_passes_mean']:.2f}")
     info = engine.info
     print(f"compiled fallbacks: {info['compiled_fallbacks']}")
-    out = write("span_cut", {"engine": info, "steps": args.steps, "cut_to": list(shrink_lengths(L)),
+    out = write("span_cut", {"engine": info, "steps": args.steps, "cut_to": list(shrink_lengths(L, engine.shrink_to)),
                              "single_line_span": start_span(L, "x = f(", ")\n"), "rows": rows,
                              "command": "python benchmarks/span_cut.py " + " ".join(argv if argv is not None else sys.argv[1:])})
     print(f"wrote {out}")

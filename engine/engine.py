@@ -25,7 +25,7 @@ from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
 from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, passed
 from .decoding.neighbours import repeatable_tokens
-from .decoding.length import HEAD_QUANTILE, head_end, resolve_length, shrink_lengths, start_span
+from .decoding.length import HEAD_QUANTILE, SHRINK_TO, head_end, resolve_length, shrink_lengths, start_span
 from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
 from .core.device import pick_device, pick_dtype, set_threads, wants_int8
 from .decoding.healing import Healer, Healing
@@ -74,6 +74,10 @@ class Engine:
         # the quantile of the length head's count distribution a `head` span ends at (length.head_end);
         # benchmarks/head_quantile.py compares settings of it on one engine
         self.head_quantile = HEAD_QUANTILE
+        # the lengths a span is cut down to once its tail is committed pads (length.SHRINK_TO); the
+        # compiled steps hold a graph for each length this has when `compile` runs, and
+        # benchmarks/span_lengths.py compares subsets of it on one engine
+        self.shrink_to = SHRINK_TO
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
@@ -109,7 +113,7 @@ class Engine:
         if self.compiled is None:
             sp = self.tokenizer.special
             L = self.model.cfg.span_length
-            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L)).start()
+            self.compiled = CompiledSteps(self.model, L, sp.eom, sp.pad, shrink_lengths(L, self.shrink_to)).start()
         if wait:
             self.compiled.wait()
         return self.compiled
@@ -266,8 +270,9 @@ class Engine:
         banned = [sp.mask, sp.file, sp.suffix, sp.prefix, sp.middle] + ([sp.eom, sp.pad] if head else [])
         end = (head_end(torch.softmax(self.model.length_logits(entry.last_hidden)[0].float(), -1), self.head_quantile)
                if head else None)
+        cut_to = shrink_lengths(L, self.shrink_to) if req.rule == "content" and req.shrink_span else ()
         cfg = DenoiseConfig(L, T, req.rule, req.threshold, req.temperature, req.top_p, banned, req.greedy_first,
-                            healing.first_bias, shrink_to=shrink_lengths(L) if req.rule == "content" and req.shrink_span else (),
+                            healing.first_bias, shrink_to=cut_to,
                             length=length, end=end, repeatable=self.repeatable)
         # the compiled and captured steps run `pad` and `head` (whose end is placed before the steps) only
         length_on_fast_steps = length in ("pad", "head")

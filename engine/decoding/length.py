@@ -48,10 +48,11 @@ NEG_INF = float("-inf")
 PAD_CONFIDENCE = 0.5
 # span lengths the `content` rule cuts a span down to once everything after them is committed pads
 # (`shrunk_length`): a step's cost grows with the span's length, so the later steps of a short middle
-# cost a fraction, at the same exact match (benchmarks/span_cut.py measures both settings side by side).
-# Each is one more compiled CPU step (compiled.py): 24 would spare a multi-line span with a head-placed
-# end ~7% of its positions for ~30 s more compiling.
-SHRINK_TO = (16, 8)
+# cost a fraction, at the same exact match (benchmarks/span_cut.py measures the cut on and off). 24
+# serves the multi-line middles whose head-placed end falls past 16, which would otherwise run the
+# whole span. Each is one more compiled CPU step (compiled.py) to wait for at start; finer sets cut
+# closer still: benchmarks/span_lengths.py compares sets as the server asks (MODEL_CARD.md has the figures)
+SHRINK_TO = (24, 16, 8)
 # the span a diffusion request starts on at a single-line cursor when it names none (`start_span`):
 # held-out single-line middles average ~6 tokens, and starting on 16 positions rather than 32 (then
 # cut to 8) halves the positions decoded at the same exact match (benchmarks/span_cut.py)
@@ -169,9 +170,9 @@ def place_end(span: torch.Tensor, masked: torch.Tensor, end: int, eom: int, pad:
         masked[:, end:] = False
 
 
-def shrink_lengths(span_length: int) -> tuple[int, ...]:
-    """The SHRINK_TO lengths a span of span_length can be cut down to."""
-    return tuple(n for n in SHRINK_TO if n < span_length)
+def shrink_lengths(span_length: int, lengths: tuple[int, ...] = SHRINK_TO) -> tuple[int, ...]:
+    """The lengths (SHRINK_TO's by default) a span of span_length can be cut down to, longest first."""
+    return tuple(sorted((n for n in set(lengths) if n < span_length), reverse=True))
 
 
 def shrunk_length(span: torch.Tensor, masked: torch.Tensor, pad: int, lengths: tuple[int, ...]) -> int:

@@ -8,7 +8,7 @@ import torch
 from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.codecache import PersistentCache
 
-from spanfill.engine import CompletionRequest, Engine
+from spanfill.engine import CompletionRequest, Engine, shrink_lengths
 from spanfill.engine.decoding.compiled import forget_autotune_timings, own_code
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
@@ -168,11 +168,13 @@ def compiled_l32(tmp_path_factory):
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
 def test_the_warm_up_compiles_no_graph_for_one_context_length_only(compiled_l32):
-    # denoising: a dynamic-context graph for each of 32, 16 and 8, and 32 on views that are whole
-    # buffers; the token step: dynamic and whole buffers; the prefill: six cases (see CompiledSteps.warm).
-    # Without DYNAMIC_FROM_THE_START graphs specialised to the first call's context length come
-    # first, which no request uses
-    assert compiled_l32.warm_up_graphs == 4 + 2 + 6
+    # denoising: a dynamic-context graph for 32 and each length it is cut to, and 32 on views that
+    # are whole buffers; the token step: dynamic and whole buffers; the prefill: six cases (see
+    # CompiledSteps.warm). Without DYNAMIC_FROM_THE_START graphs specialised to the first call's
+    # context length come first, which no request uses
+    lengths = compiled_l32.compiled.span_lengths
+    assert lengths == (32, *shrink_lengths(32))
+    assert compiled_l32.warm_up_graphs == len(lengths) + 1 + 2 + 6
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")
@@ -219,7 +221,8 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
     engine = compiled_l32
     compiled, V = engine.compiled, engine.model.cfg.vocab_size
     fallbacks, strict = compiled.fallbacks["denoise"], compiled.strict
-    assert compiled.ready and compiled.span_lengths == (32, 16, 8)
+    lengths = (32, *shrink_lengths(32))
+    assert compiled.ready and compiled.span_lengths == lengths and len(lengths) > 2
     compiled.strict = True    # a length the warm-up did not compile for would raise
     compiles = dict(torch._dynamo.utils.counters["frames"])
     gen = torch.Generator().manual_seed(0)
@@ -227,7 +230,7 @@ def test_the_shorter_span_the_loop_cuts_to_has_its_own_compiled_step(compiled_l3
         kv = engine.cache.allocate(200)
         engine.model.encode_context(torch.randint(10, V, (1, 120), generator=gen), 0, kv)
         bias, first = torch.zeros(V), torch.zeros(V)
-        for n in (32, 16, 8, 32, 8, 16):
+        for n in lengths + lengths[::-1] + lengths[1::2]:      # each after the others
             span = torch.full((1, 32), engine.tokenizer.special.mask)[:, :n]   # strides as the loop's cut leaves them
             span = span.clone(memory_format=torch.contiguous_format) if n < 32 else span
             span[0, n // 2:] = engine.tokenizer.special.pad      # a tail already committed, as after a cut

@@ -6,7 +6,7 @@ import torch
 from spanfill.engine.decoding.denoise import (DenoiseConfig, StepPlan, apply_commit, choose_commit, commit_content,
                                               commit_schedule, commit_spread, commit_threshold, commit_topk, denoise,
                                               pick_tokens, sampler)
-from spanfill.engine.decoding.length import (END_CONFIDENCE, end_position, fix_end, held_ends, shrink_lengths,
+from spanfill.engine.decoding.length import (END_CONFIDENCE, SHRINK_TO, end_position, fix_end, held_ends, shrink_lengths,
                                              shrunk_length, trailing_pads, truncate_after_eom)
 
 MASK, EOM, PAD, V = 1, 2, 0, 16
@@ -196,8 +196,9 @@ def test_shrunk_length_keeps_everything_but_committed_trailing_pads():
     assert length([[5, 6, EOM, PAD] + [PAD] * 28, [5] * 12 + [PAD] * 20]) == 16  # the longest row decides
     assert length([[5] * 30 + [PAD, PAD]]) == 32                  # nothing shorter holds it
     assert length([[5, PAD, PAD, PAD]], lengths=(8, 16)) == 4     # only lengths shorter than the span
-    assert shrink_lengths(32) == (16, 8) and shrink_lengths(16) == (8,) and shrink_lengths(8) == ()
-    assert shrink_lengths(64) == (16, 8)
+    assert shrink_lengths(32, (16, 8)) == (16, 8) and shrink_lengths(16, (16, 8)) == (8,) and shrink_lengths(8, (16, 8)) == ()
+    assert shrink_lengths(32, (8, 24, 16, 8)) == (24, 16, 8)      # longest first, each once
+    assert shrink_lengths(64) == tuple(sorted(SHRINK_TO, reverse=True))   # SHRINK_TO by default
 
 
 def test_denoise_cuts_the_span_once_its_tail_is_pads():
