@@ -43,8 +43,14 @@ def main(argv=None) -> int:
     union = tuple(sorted({n for cut in args.cuts for n in cut}, reverse=True))
 
     def cut_to_union(engine):
+        L = engine.model.cfg.span_length
+        if union and union[0] >= L:   # shrink_lengths would drop it, and the row would be mislabelled
+            ap.error(f"--cuts: {union[0]} is not shorter than the model's span of {L}")
         engine.shrink_to = union
-    engine = load_engine(args.model, eager=args.eager, before_compile=cut_to_union)
+    try:
+        engine = load_engine(args.model, eager=args.eager, before_compile=cut_to_union)
+    except ValueError as err:   # more lengths than the compiled steps can hold
+        ap.error(str(err))
 
     def decode(task, cut):
         engine.shrink_to = cut

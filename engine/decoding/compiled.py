@@ -96,8 +96,14 @@ class CompiledSteps:
         self.eom_id, self.pad_id = eom_id, pad_id
         self.span_length = span_length
         # the denoising step is compiled for the span and for the shorter lengths the loop cuts it
-        # down to (length.SHRINK_TO): one static graph each
+        # down to (Engine.shrink_to, length.SHRINK_TO by default): one static graph each, and one
+        # more for views that are whole buffers. Past Dynamo's limit of graphs per function the
+        # warm-up's last ones would silently stay eager
         self.span_lengths = (span_length, *shrink_to)
+        limit = torch._dynamo.config.recompile_limit
+        if len(self.span_lengths) + 1 > limit:
+            raise ValueError(f"{len(shrink_to)} span lengths to cut to ({shrink_to}) need {len(self.span_lengths) + 1} "
+                             f"compiled graphs, over Dynamo's recompile_limit of {limit}: cut to {limit - 2} lengths at most")
         self.ready = False
         self.error: str | None = None
         self.compile_seconds: float | None = None

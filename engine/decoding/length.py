@@ -34,7 +34,8 @@ shorter span (`shrunk_length`), whose tail of pads is what the model saw in trai
 that names no span length starts on a shorter span at a single-line cursor (`start_span`): a
 single-line middle is a few tokens, and every position of a span costs the same at every step.
 
-benchmarks/length.py measures the strategies side by side, benchmarks/span_cut.py the cut on and off.
+benchmarks/length.py measures the strategies side by side, benchmarks/span_cut.py the cut on and off,
+benchmarks/span_lengths.py sets of lengths to cut to.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ PAD_CONFIDENCE = 0.5
 # (`shrunk_length`): a step's cost grows with the span's length, so the later steps of a short middle
 # cost a fraction, at the same exact match (benchmarks/span_cut.py measures the cut on and off). 24
 # serves the multi-line middles whose head-placed end falls past 16, which would otherwise run the
-# whole span. Each is one more compiled CPU step (compiled.py) to wait for at start; finer sets cut
+# whole span. Each is one more compiled CPU step (compiled.py, which takes 6 at most) to wait for at start; finer sets cut
 # closer still: benchmarks/span_lengths.py compares sets as the server asks (MODEL_CARD.md has the figures)
 SHRINK_TO = (24, 16, 8)
 # the span a diffusion request starts on at a single-line cursor when it names none (`start_span`):

@@ -9,7 +9,7 @@ from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 from torch._inductor.codecache import PersistentCache
 
 from spanfill.engine import CompletionRequest, Engine, shrink_lengths
-from spanfill.engine.decoding.compiled import forget_autotune_timings, own_code
+from spanfill.engine.decoding.compiled import CompiledSteps, forget_autotune_timings, own_code
 from spanfill.engine.testing import SAMPLE_PREFIX, SAMPLE_SUFFIX
 
 
@@ -152,7 +152,7 @@ def test_a_retired_engine_stops_compiling_before_its_next_graph(tiny_dir, monkey
 
 @pytest.fixture(scope="module")
 def compiled_l32(tmp_path_factory):
-    """A compiled engine whose span (32) the denoising loop can cut to 16 and 8: three span graphs."""
+    """A compiled engine whose span (32) the denoising loop can cut to SHRINK_TO's lengths: a span graph each."""
     from spanfill.engine.testing import build_tiny_model
     model_dir = build_tiny_model(tmp_path_factory.mktemp("l32") / "model", span_length=32)
     # timings an earlier process left behind, which this warm-up must not reuse
@@ -190,6 +190,16 @@ def test_autotune_timings_that_cannot_be_cleared_are_not_reused(monkeypatch):
         raise AttributeError("no such internal")
     monkeypatch.setattr(PersistentCache, "get_local_cache_path", staticmethod(broken))
     assert forget_autotune_timings() is False
+
+
+def test_more_span_lengths_than_dynamo_keeps_graphs_for_are_refused(tiny_dir):
+    """Past Dynamo's recompile_limit the warm-up's last graphs would silently stay eager."""
+    engine = Engine.load(tiny_dir, device="cpu", warmup=False, compile=False)
+    sp, limit = engine.tokenizer.special, torch._dynamo.config.recompile_limit
+    lengths = tuple(range(limit - 2, 0, -1))            # with the span and its whole-buffer case: the limit
+    assert CompiledSteps(engine.model, 32, sp.eom, sp.pad, lengths).span_lengths == (32, *lengths)
+    with pytest.raises(ValueError, match="recompile_limit"):
+        CompiledSteps(engine.model, 32, sp.eom, sp.pad, (limit - 1, *lengths))
 
 
 @pytest.mark.skipif(not HAS_CXX, reason="Inductor needs a C++ compiler")

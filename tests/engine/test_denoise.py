@@ -199,6 +199,9 @@ def test_shrunk_length_keeps_everything_but_committed_trailing_pads():
     assert shrink_lengths(32, (16, 8)) == (16, 8) and shrink_lengths(16, (16, 8)) == (8,) and shrink_lengths(8, (16, 8)) == ()
     assert shrink_lengths(32, (8, 24, 16, 8)) == (24, 16, 8)      # longest first, each once
     assert shrink_lengths(64) == tuple(sorted(SHRINK_TO, reverse=True))   # SHRINK_TO by default
+    # a head-placed end past 16 (a multi-line middle) is cut to 24, not run on all 32 positions
+    assert shrink_lengths(32) == (24, 16, 8)
+    assert length([[5] * 20 + [EOM] + [PAD] * 11], lengths=shrink_lengths(32)) == 24
 
 
 def test_denoise_cuts_the_span_once_its_tail_is_pads():
