@@ -51,8 +51,9 @@ PAD_CONFIDENCE = 0.5
 # (`shrunk_length`): a step's cost grows with the span's length, so the later steps of a short middle
 # cost a fraction, at the same exact match (benchmarks/span_cut.py measures the cut on and off). 24
 # serves the multi-line middles whose head-placed end falls past 16, which would otherwise run the
-# whole span. Each is one more compiled CPU step (compiled.py, which takes 6 at most) to wait for at start; finer sets cut
-# closer still: benchmarks/span_lengths.py compares sets as the server asks (MODEL_CARD.md has the figures)
+# whole span. Each is one more compiled CPU step to wait for at start (compiled.py takes 6 at most);
+# finer sets cut closer still: benchmarks/span_lengths.py compares sets as the server asks
+# (MODEL_CARD.md has the figures)
 SHRINK_TO = (24, 16, 8)
 # the span a diffusion request starts on at a single-line cursor when it names none (`start_span`):
 # held-out single-line middles average ~6 tokens, and starting on 16 positions rather than 32 (then
