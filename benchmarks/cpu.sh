@@ -31,6 +31,7 @@ $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}"
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --name replay_threads2
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --background-load 2 --name replay_busy
 $PY benchmarks/replay.py --data "$DATA" "${MODEL_ARGS[@]}" --threads 2 --background-load 2 --name replay_busy_threads2
+$PY benchmarks/protocol_rtt.py "${MODEL_ARGS[@]}"
 $PY benchmarks/families.py --threads 1
 $PY benchmarks/length.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --single 300 --multi 150
 $PY benchmarks/head_quantile.py --data "$DATA" "${MODEL_ARGS[@]}" --eager --multi 500 --quantiles 0.3 0.4 0.5

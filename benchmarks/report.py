@@ -5,7 +5,7 @@ wrote under benchmarks/results/ (one section per directory: one machine and dtyp
     python benchmarks/report.py --out -        # prints it instead
 
 Reads eval.json (`spanfill eval`), engine_sweep.json, engine_micro_model.json, limit.json,
-span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json),
+span_cut.json, int8.json, replay.json and the replay's thread/load variants (replay_*.json), protocol_rtt.json,
 tokenize_time.json, gpu_latency.json (gpu.sh), families[_cuda].json (benchmarks/families.py),
 length.json, head_quantile.json, span_lengths.json, fallback_share.json, check.json, line_start.json, train_throughput.json and soak.json; a missing file leaves its table out.
 report_sections.py and report_replay.py render the sections; this file puts each directory's together under its machine,
@@ -23,7 +23,7 @@ from datetime import date
 from pathlib import Path
 
 from report_format import ms, pct, shown, table
-from report_replay import REPLAY_VARIANTS, replay_goal_row, replay_section, threads_section
+from report_replay import REPLAY_VARIANTS, protocol_rtt_section, replay_goal_row, replay_section, threads_section
 from report_sections import (by_kind, check_section, cold_rows, eval_section, fallback_share_section,
                              families_section, gpu_section, head_quantile_section, int8_section, length_section,
                              limit_section, line_start_section, micro_section, soak_section, span_cut_section, span_lengths_section,
@@ -105,7 +105,7 @@ def goals_section(directory: Path, where: str) -> list[str]:
 
 SECTIONS = (("eval", eval_section), ("engine_sweep", sweep_section), ("engine_micro_model", micro_section),
             ("limit", limit_section), ("span_cut", span_cut_section), ("int8", int8_section),
-            ("replay", replay_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
+            ("replay", replay_section), ("protocol_rtt", protocol_rtt_section), ("tokenize_time", tokenize_time_section), ("gpu_latency", gpu_section),
             ("families", families_section),
             ("families_cuda", families_section), ("length", length_section), ("head_quantile", head_quantile_section),
             ("span_lengths", span_lengths_section),
@@ -186,6 +186,7 @@ the benchmark that wrote it, then the report.
 | `benchmarks/engine_micro.py [--model DEFAULT]` | per-step and per-completion latency for T ∈ {1,2,4,8} and AR, context cached |
 | `benchmarks/engine_sweep.py` | L ∈ {16,32,64} × T ∈ {1,2,4,8} + threshold, AR and `transformers` `generate()` on the same weights: latency, tokens/s, exact match |
 | `benchmarks/replay.py` | typing held-out files key by key through the real server over stdio: keystroke to suggestion p50/p95/p99, the share of keystrokes unanswered before the next, round trips, cache share, KV reuse, the server's engine time |
+| `benchmarks/protocol_rtt.py` | the protocol's own round trip through the real server over stdio (completions off): a keystroke's didChange and inlineCompletion, and a status request, with stdin read on the event loop against pygls's reader thread, two servers taking turns |
 | `benchmarks/tokenize_time.py` | tokenize time per keystroke while typing into a large held-out file: the server's context windows and the engine's tokenize stage, windows from the line-piece memo against every window encoded whole, alternating in one process |
 | `benchmarks/limit.py` | per-step time against the weight-streaming and FLOP bounds of this machine |
 | `benchmarks/span_cut.py` | the span cut to length.SHRINK_TO's lengths (default) against the whole span, alternating in one process |

@@ -107,3 +107,19 @@ def replay_goal_row(r: dict) -> list[str] | None:
     return [goal, f"not recorded; the answered requests alone: p50 {ms(lat['p50'])}, p95 {ms(lat['p95'])} ms "
                   f"({req['answered']} of {req['sent']}, {req['cancelled']} cancelled left out; replay)",
             "not judged"]
+
+
+def protocol_rtt_section(r: dict, where: str = "") -> list[str]:
+    """The protocol's share of a round trip (benchmarks/protocol_rtt.py): stdin read on the event loop
+    against pygls's threaded reader."""
+    readers = r["readers"]
+    rows = [[reader, *(f"{ms(kinds[k]['median_ms'])} / {ms(kinds[k]['p95_ms'])}" for k in ("keystroke", "status")),
+             kinds["keystroke"]["runs"]] for reader, kinds in readers.items()]
+    loop, thread = readers["event loop"]["keystroke"], readers["thread"]["keystroke"]
+    return [f"**The protocol's own round trip** ({where}`{r['command']}`): two servers over stdio taking turns, "
+            f"{r['rounds']} rounds, completions off, model eager; *keystroke*: an incremental didChange and an "
+            "Automatic inlineCompletion to its empty answer; *status*: a `spanfill/status` request:", "",
+            table(["stdin read on", "keystroke p50 / p95 ms", "status p50 / p95 ms", "requests each"], rows), "",
+            f"A keystroke's round trip with stdin read on the event loop: {ms(loop['median_ms'])} ms at the median "
+            f"against {ms(thread['median_ms'])} on pygls's reader thread, "
+            f"{ms(thread['median_ms'] - loop['median_ms'])} ms less in every answer."]

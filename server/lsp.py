@@ -26,20 +26,23 @@ import hashlib
 import itertools
 import json
 import logging
+import sys
 import threading
+from typing import BinaryIO
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
-from pygls.io_ import run_async
+from pygls.io_ import StdoutWriter, run_async
 from pygls.lsp.server import LanguageServer
 
 from . import completion
 from .client_log import ClientLogHandler
-from .protocol import SpanfillProtocol, header_line
+from .protocol import SpanfillProtocol
 from .scheduler import LoadSuperseded
 from .session import Session
 from .settings import SECTION, Settings, apply_settings
+from .streams import MessageReader, stdin_reader
 
 log = logging.getLogger(__name__)
 
@@ -49,27 +52,6 @@ ACCEPTED = "spanfill/accepted"
 REJECTED = "spanfill/rejected"
 ACCEPT_COMMAND = "spanfill.accept"
 PROGRESS_CREATE_TIMEOUT_S = 5.0     # a client that offers progress answers its create at once
-
-
-class TurnTakingReader:
-    """A TCP stream as pygls's message loop reads it, giving the event loop a turn before each line.
-
-    asyncio's StreamReader answers from its buffer without suspending, so the loop (pygls.io_.run_async)
-    handled every message of a chunk before a request's coroutine first ran: a didChange sent right
-    after an inlineCompletion moved the document before the request read its cursor, and the
-    suggestion was made for text the request never saw. With a turn between messages a request takes
-    its snapshot of the document (completion._locate, before its first await) before the next message
-    is handled, as on stdio, whose reader waits on a thread for every read."""
-
-    def __init__(self, reader: asyncio.StreamReader):
-        self._reader = reader
-
-    async def readline(self) -> bytes:
-        await asyncio.sleep(0)
-        return header_line(await self._reader.readline())
-
-    async def readexactly(self, n: int) -> bytes:
-        return await self._reader.readexactly(n)
 
 
 class SpanfillServer(LanguageServer):
@@ -94,8 +76,28 @@ class SpanfillServer(LanguageServer):
         self.client_log.loop = loop
         logging.getLogger("spanfill").addHandler(self.client_log)    # a no-op when it is there already
 
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve the client on stdin and stdout, reading stdin on the event loop where it can
+        (streams.py). The connection's end (`exit`, the end of input, a client gone) ends the server."""
+        self._stop_event = stop = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+
+        async def serve() -> None:
+            reader = await stdin_reader(stdin or sys.stdin.buffer, self.thread_pool)
+            await run_async(stop_event=stop, reader=reader, protocol=self.protocol,
+                            logger=logging.getLogger("pygls.server"), error_handler=self.report_server_error)
+
+        try:
+            asyncio.run(serve())
+        except BrokenPipeError:
+            log.error("the client is gone: its end of the connection closed")
+        except (KeyboardInterrupt, SystemExit):    # SystemExit: pygls's `exit` handler
+            pass
+        finally:
+            self.shutdown()
+
     def start_tcp(self, host: str, port: int) -> None:
-        """Serve one client over TCP, reading through `TurnTakingReader`. A second connection while one
+        """Serve one client over TCP, reading through `MessageReader`. A second connection while one
         is open is closed at once (pygls pointed every response at the newest one). The connection's
         end, however it comes (`exit`, EOF, a reset), ends the server as on stdio."""
         self._stop_event = stop = threading.Event()
@@ -111,12 +113,10 @@ class SpanfillServer(LanguageServer):
             busy = True
             self.protocol.set_writer(writer)
             try:
-                await run_async(stop_event=stop, reader=TurnTakingReader(reader), protocol=self.protocol,
+                await run_async(stop_event=stop, reader=MessageReader(reader), protocol=self.protocol,
                                 logger=pygls_log, error_handler=self.report_server_error)
-            except (ConnectionError, asyncio.IncompleteReadError) as err:
+            except ConnectionError as err:
                 log.info("the TCP connection ended: %s", err)
-            except ValueError as err:    # a header line past the stream's limit (64 KiB)
-                log.error("the TCP connection sent what is not LSP: %s", err)
             except SystemExit:           # pygls's `exit` handler; on_exit has set the code serve.main exits with
                 pass
             finally:

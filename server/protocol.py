@@ -26,7 +26,6 @@ RequestCancelled unless the result was sent first.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from typing import Any, Union
 
@@ -40,19 +39,6 @@ from pygls.protocol.json_rpc import RPCError, RPCNotification, RPCRequest, RPCRe
 log = logging.getLogger(__name__)
 
 JSONRPC = "2.0"
-HEADER_LINE_LIMIT = 1 << 16     # the longest header line read at once (TCP's stream limit, 64 KiB)
-_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
-
-
-def header_line(line: bytes) -> bytes:
-    """A header line as pygls's message loop matches it (`Content-Length: N\\r\\n` exactly): header
-    names are case-insensitive and may have spaces around the colon, and a client that ends lines
-    with \\n alone is read too. pygls missed such a header, read the body as the next header and lost
-    every message after it, unanswered."""
-    match = _CONTENT_LENGTH.fullmatch(line)
-    return b"Content-Length: %s\r\n" % match.group(1) if match else line
-
-
 MESSAGE_KEYS = {"method", "id", "result", "error"}    # a JSON-RPC message has one of these beside "jsonrpc"
 
 

@@ -23,7 +23,6 @@ import logging
 import os
 import sys
 
-from .protocol import HEADER_LINE_LIMIT, header_line
 from .settings import Settings, apply_settings
 
 
@@ -62,32 +61,6 @@ def configure_logging(log_file: str | None, level: str) -> None:
     logging.getLogger("spanfill").setLevel(level.upper())
 
 
-class ChunkedInput:
-    """stdin as pygls's stdio reader uses it (readline, read(n)), whose read(n) takes what arrives a
-    chunk at a time: a buffered read(n) allocates n bytes first, so one header claiming a body of 10**14
-    bytes ended the server with a MemoryError (2**63: OverflowError). Now it waits for the body, as the
-    TCP reader does, and ends at end of input."""
-    CHUNK = 1 << 20
-
-    def __init__(self, stream):
-        self._stream = stream
-
-    def readline(self) -> bytes:
-        """A header line; at most HEADER_LINE_LIMIT bytes of one that goes on without a line break
-        (which grew in memory until the server died)."""
-        return header_line(self._stream.readline(HEADER_LINE_LIMIT))
-
-    def read(self, n: int) -> bytes:
-        parts, left = [], n
-        while left > 0:
-            part = self._stream.read(min(left, self.CHUNK))
-            if not part:
-                break
-            parts.append(part)
-            left -= len(part)
-        return b"".join(parts)
-
-
 def protocol_stdout():
     """A binary stream on the original stdout; fd 1 (and sys.stdout) now go to stderr."""
     sys.stdout.flush()
@@ -113,7 +86,7 @@ def main(argv: list[str]) -> int:
         if args.tcp:
             server.start_tcp(args.host, args.port)
         else:
-            server.start_io(ChunkedInput(sys.stdin.buffer), protocol_stdout())  # pygls flushes and closes it as it ends
+            server.start_io(sys.stdin.buffer, protocol_stdout())  # pygls flushes and closes it as it ends
     except Exception:     # the reader's own failure (an OSError on stdin): logged, and the server still goes
         logging.getLogger(__name__).exception("the connection ended with an error")
         server.exit_code = server.exit_code or 1

@@ -108,16 +108,15 @@ READER_FAILS = """
 import sys, threading
 from spanfill.server.lsp import server
 from spanfill.server.scheduler import Scheduler
-from spanfill.server import serve
+from spanfill.server import serve, streams
 stuck = threading.Event()
 server.session.scheduler = Scheduler(loader=lambda path, **kw: stuck.wait())   # a load that never ends
-read = serve.ChunkedInput.readline
-def failing(self):
-    line = read(self)
-    if not line:
+more = streams.MessageReader._more
+async def failing(self):
+    if not await more(self):
         raise OSError("stdin failed")
-    return line
-serve.ChunkedInput.readline = failing
+    return True
+streams.MessageReader._more = failing
 serve.main(sys.argv[1:])
 """
 
@@ -143,6 +142,19 @@ def loader(path, **kw):
 server.session.scheduler = Scheduler(loader=loader)
 serve.main(sys.argv[1:])
 """
+
+
+def test_a_server_whose_input_is_a_file_reads_it_on_a_thread(tmp_path):
+    """The event loop cannot wait on a file (epoll refuses one): stdin redirected from a file is read
+    by pygls's threaded reader, to the end, with the same header handling."""
+    initialize = {"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None, "capabilities": {}}}
+    messages = framed(initialize, {"id": 2, "method": "shutdown"})
+    path = tmp_path / "input"
+    path.write_bytes(messages.replace(b"Content-Length: ", b"content-length:") + framed({"method": "exit"}))
+    with open(path, "rb") as stdin:
+        proc = subprocess.run(SERVE, stdin=stdin, capture_output=True, timeout=120, env=CONFIG.server_env)
+    assert proc.returncode == 0, proc.stderr[-2000:]             # exit after shutdown: all three were read
+    assert b'"id": 1' in proc.stdout and b'"id": 2' in proc.stdout
 
 
 def test_the_server_exits_while_its_worker_is_stuck_in_a_model_load():

@@ -1,0 +1,125 @@
+"""LSP's framing as the server reads it off its input: `Content-Length` header lines, a blank line,
+a body; from stdin (what editors start the server with) or from a TCP socket. pygls's message loop
+(pygls.io_.run_async) reads any object with `readline()` and `readexactly(n)`; these are the ones
+it reads here.
+
+* `MessageReader`: an asyncio stream (a TCP connection, or stdin where it is a pipe or a socket, as
+  editors and test clients start the server), read on the event loop. pygls's own stdin reader waits
+  on a thread for every header line and every body: three hand-overs between threads a message, each
+  a wake-up, in the latency of every request (benchmarks/protocol_rtt.py measures the round trip).
+* `ChunkedInput`: stdin where it is a file or a terminal, which the event loop cannot wait on; read
+  on pygls's thread as before.
+
+Both read a header line of at most HEADER_LINE_LIMIT bytes at once (the rest of a longer one comes
+as further lines, which match nothing: a line without a break grew in memory until the server died)
+and a body as it arrives, never allocating the length a header claims up front (`Content-Length:
+10**14` ended the server with a MemoryError).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import stat
+from concurrent.futures import Executor
+from typing import BinaryIO
+
+from pygls.io_ import StdinAsyncReader
+
+HEADER_LINE_LIMIT = 1 << 16     # the longest header line read at once (64 KiB)
+CHUNK = 1 << 20                 # the most a body read takes at once
+_CONTENT_LENGTH = re.compile(rb"content-length[ \t]*:[ \t]*(\d+)[ \t]*\r?\n", re.IGNORECASE)
+
+
+def header_line(line: bytes) -> bytes:
+    """A header line as pygls's message loop matches it (`Content-Length: N\\r\\n` exactly): header
+    names are case-insensitive and may have spaces around the colon, and a client that ends lines
+    with \\n alone is read too. pygls missed such a header, read the body as the next header and lost
+    every message after it, unanswered."""
+    match = _CONTENT_LENGTH.fullmatch(line)
+    return b"Content-Length: %s\r\n" % match.group(1) if match else line
+
+
+class MessageReader:
+    """An asyncio stream as pygls's message loop reads it, giving the event loop a turn before each
+    header line.
+
+    An asyncio stream answers from its buffer without suspending, so the loop would handle every
+    message of a chunk before a request's coroutine first ran: a didChange sent right after an
+    inlineCompletion would move the document before the request read its cursor, and the suggestion
+    would be made for text the request never saw. With a turn between messages a request takes its
+    snapshot of the document (completion._locate, before its first await) before the next message
+    is handled. At the end of input: b"" (which ends the loop), also in the middle of a body."""
+
+    def __init__(self, stream: asyncio.StreamReader):
+        self._stream = stream
+        self._buffer = bytearray()
+
+    async def _more(self) -> bool:
+        chunk = await self._stream.read(CHUNK)
+        self._buffer += chunk
+        return bool(chunk)
+
+    async def readline(self) -> bytes:
+        await asyncio.sleep(0)
+        while True:
+            end = self._buffer.find(b"\n", 0, HEADER_LINE_LIMIT)
+            if end >= 0 or len(self._buffer) >= HEADER_LINE_LIMIT:
+                n = end + 1 if end >= 0 else HEADER_LINE_LIMIT
+                line = bytes(self._buffer[:n])
+                del self._buffer[:n]
+                return header_line(line)
+            if not await self._more():
+                line = bytes(self._buffer)
+                self._buffer.clear()
+                return line
+
+    async def readexactly(self, n: int) -> bytes:
+        while len(self._buffer) < n:
+            if not await self._more():
+                self._buffer.clear()
+                return b""
+        body = bytes(self._buffer[:n])
+        del self._buffer[:n]
+        return body
+
+
+class ChunkedInput:
+    """A blocking binary stream as pygls's threaded stdio reader uses it (readline, read(n)), whose
+    read(n) takes what arrives a chunk at a time: a buffered read(n) allocates n bytes first."""
+
+    def __init__(self, stream: BinaryIO):
+        self._stream = stream
+
+    def readline(self) -> bytes:
+        return header_line(self._stream.readline(HEADER_LINE_LIMIT))
+
+    def read(self, n: int) -> bytes:
+        parts, left = [], n
+        while left > 0:
+            part = self._stream.read(min(left, CHUNK))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+        return b"".join(parts)
+
+
+def waitable(stream: BinaryIO) -> bool:
+    """Whether the event loop can wait on `stream`: a pipe or a socket. Not a file (epoll refuses
+    one) nor a terminal or /dev/null (character devices, which a pipe transport does not keep to)."""
+    try:
+        mode = os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):    # no file descriptor (a test's BytesIO), or a closed one
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+async def stdin_reader(stdin: BinaryIO, executor: Executor | None) -> MessageReader | StdinAsyncReader:
+    """The reader of `stdin` for pygls's message loop: on the event loop where it can wait on it,
+    else on `executor`'s threads (pygls's reader over ChunkedInput)."""
+    if waitable(stdin):
+        stream = asyncio.StreamReader()
+        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), stdin)
+        return MessageReader(stream)
+    return StdinAsyncReader(ChunkedInput(stdin), executor)
