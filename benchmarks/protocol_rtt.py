@@ -78,6 +78,14 @@ async def one_round(client, doc: ClientDocument, at: types.Position, n: int, out
     return at
 
 
+def reader_logged(log_file: Path) -> str | None:
+    """Where the server said it reads stdin (lsp.start_io logs it): "event loop" or "thread"."""
+    for line in log_file.read_text().splitlines():
+        if "reading stdin on " in line:
+            return "event loop" if line.endswith("on the event loop") else "thread"
+    return None
+
+
 async def measure(args, log_dir: Path) -> dict:
     servers = {r: await start_server(r, log_dir / f"{r.replace(' ', '_')}.log", args.model) for r in READERS}
     samples = {r: {"status": [], "keystroke": []} for r in READERS}
@@ -97,6 +105,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as logs:
         samples = asyncio.run(measure(args, Path(logs)))
+        logged = {r: reader_logged(Path(logs) / f"{r.replace(' ', '_')}.log") for r in READERS}
+    if logged != {r: r for r in READERS}:
+        raise SystemExit(f"the servers did not read stdin as meant: {logged}")
     readers = {r: {kind: common.summary(ms) for kind, ms in kinds.items()} for r, kinds in samples.items()}
     for r, kinds in readers.items():
         print(f"{r:>10}: " + ", ".join(f"{k} p50 {s['median_ms']:.2f} ms p95 {s['p95_ms']:.2f}" for k, s in kinds.items()))

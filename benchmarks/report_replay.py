@@ -121,5 +121,5 @@ def protocol_rtt_section(r: dict, where: str = "") -> list[str]:
             "Automatic inlineCompletion to its empty answer; *status*: a `spanfill/status` request:", "",
             table(["stdin read on", "keystroke p50 / p95 ms", "status p50 / p95 ms", "requests each"], rows), "",
             f"A keystroke's round trip with stdin read on the event loop: {ms(loop['median_ms'])} ms at the median "
-            f"against {ms(thread['median_ms'])} on pygls's reader thread, "
-            f"{ms(thread['median_ms'] - loop['median_ms'])} ms less in every answer."]
+            f"against {ms(thread['median_ms'])} on pygls's reader thread (the medians {ms(thread['median_ms'] - loop['median_ms'])} "
+            "ms apart)."]

@@ -83,7 +83,8 @@ class SpanfillServer(LanguageServer):
         self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
 
         async def serve() -> None:
-            reader = await stdin_reader(stdin or sys.stdin.buffer, self.thread_pool)
+            reader = stdin_reader(stdin or sys.stdin.buffer, self.thread_pool)
+            log.info("reading stdin %s", "on the event loop" if isinstance(reader, MessageReader) else "on a thread")
             await run_async(stop_event=stop, reader=reader, protocol=self.protocol,
                             logger=logging.getLogger("pygls.server"), error_handler=self.report_server_error)
 
@@ -117,6 +118,8 @@ class SpanfillServer(LanguageServer):
                                 logger=pygls_log, error_handler=self.report_server_error)
             except ConnectionError as err:
                 log.info("the TCP connection ended: %s", err)
+            except ValueError as err:    # a Content-Length past what int() reads (4300 digits), from pygls's loop
+                log.error("the TCP connection sent what is not LSP: %s", err)
             except SystemExit:           # pygls's `exit` handler; on_exit has set the code serve.main exits with
                 pass
             finally:

@@ -3,17 +3,18 @@ a body; from stdin (what editors start the server with) or from a TCP socket. py
 (pygls.io_.run_async) reads any object with `readline()` and `readexactly(n)`; these are the ones
 it reads here.
 
-* `MessageReader`: an asyncio stream (a TCP connection, or stdin where it is a pipe or a socket, as
-  editors and test clients start the server), read on the event loop. pygls's own stdin reader waits
-  on a thread for every header line and every body: three hand-overs between threads a message, each
-  a wake-up, in the latency of every request (benchmarks/protocol_rtt.py measures the round trip).
-* `ChunkedInput`: stdin where it is a file or a terminal, which the event loop cannot wait on; read
-  on pygls's thread as before.
+* `MessageReader` over a TCP connection's asyncio stream, or over `ReadableFd`: stdin where it is a
+  pipe or a socket (as editors and test clients start the server), read on the event loop. pygls's
+  own stdin reader waits on a thread for every header line and every body: three hand-overs between
+  threads a message, each a wake-up, in the latency of every request (benchmarks/protocol_rtt.py
+  measures the round trip).
+* `ChunkedInput`: stdin where the event loop cannot wait on it (a file, a terminal, /dev/null; any
+  stdin off POSIX), read on pygls's thread.
 
-Both read a header line of at most HEADER_LINE_LIMIT bytes at once (the rest of a longer one comes
-as further lines, which match nothing: a line without a break grew in memory until the server died)
-and a body as it arrives, never allocating the length a header claims up front (`Content-Length:
-10**14` ended the server with a MemoryError).
+Both read a header line at most HEADER_LINE_LIMIT bytes at a time (the rest of a longer one comes as
+further lines, which match no header), so a line without a break cannot grow without bound, and a
+body as it arrives, so the length a header claims (`Content-Length: 10**14`) is never allocated up
+front.
 """
 from __future__ import annotations
 
@@ -40,6 +41,27 @@ def header_line(line: bytes) -> bytes:
     return b"Content-Length: %s\r\n" % match.group(1) if match else line
 
 
+class ReadableFd:
+    """A pipe's or socket's file descriptor read on the event loop: each read waits until the loop
+    sees data (or the end), then takes what is there. The descriptor stays blocking: asyncio's pipe
+    transport would make it non-blocking, a flag its whole open file shares, and where stdin and
+    stdout are one socket (socat, inetd, systemd socket activation) the blocking writes of the
+    responses would fail whenever the client reads late."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    async def read(self, n: int) -> bytes:
+        loop = asyncio.get_running_loop()
+        ready = loop.create_future()
+        loop.add_reader(self.fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            await ready
+        finally:
+            loop.remove_reader(self.fd)
+        return os.read(self.fd, n)      # the loop saw it readable: returns what is there without waiting
+
+
 class MessageReader:
     """An asyncio stream as pygls's message loop reads it, giving the event loop a turn before each
     header line.
@@ -51,7 +73,7 @@ class MessageReader:
     snapshot of the document (completion._locate, before its first await) before the next message
     is handled. At the end of input: b"" (which ends the loop), also in the middle of a body."""
 
-    def __init__(self, stream: asyncio.StreamReader):
+    def __init__(self, stream: asyncio.StreamReader | ReadableFd):
         self._stream = stream
         self._buffer = bytearray()
 
@@ -106,8 +128,10 @@ class ChunkedInput:
 
 
 def waitable(stream: BinaryIO) -> bool:
-    """Whether the event loop can wait on `stream`: a pipe or a socket. Not a file (epoll refuses
-    one) nor a terminal or /dev/null (character devices, which a pipe transport does not keep to)."""
+    """Whether `stream` is read on the event loop: a pipe or a socket (what clients start a server
+    with), on POSIX. Anything else keeps pygls's reader: epoll refuses a file and /dev/null."""
+    if os.name != "posix":     # Windows' proactor loop waits on overlapped handles only
+        return False
     try:
         mode = os.fstat(stream.fileno()).st_mode
     except (OSError, ValueError, AttributeError):    # no file descriptor (a test's BytesIO), or a closed one
@@ -115,11 +139,9 @@ def waitable(stream: BinaryIO) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
-async def stdin_reader(stdin: BinaryIO, executor: Executor | None) -> MessageReader | StdinAsyncReader:
+def stdin_reader(stdin: BinaryIO, executor: Executor | None) -> MessageReader | StdinAsyncReader:
     """The reader of `stdin` for pygls's message loop: on the event loop where it can wait on it,
     else on `executor`'s threads (pygls's reader over ChunkedInput)."""
     if waitable(stdin):
-        stream = asyncio.StreamReader()
-        await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stream), stdin)
-        return MessageReader(stream)
+        return MessageReader(ReadableFd(stdin.fileno()))
     return StdinAsyncReader(ChunkedInput(stdin), executor)

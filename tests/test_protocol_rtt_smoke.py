@@ -1,21 +1,18 @@
 """benchmarks/protocol_rtt.py: a short run of two real servers on the tiny random-weight model, one
-reading stdin on the event loop and one on pygls's thread; the result file adds up and renders."""
-import asyncio
+reading stdin on the event loop and one on pygls's thread (the benchmark checks each server's log
+says so); the result file adds up and renders."""
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import common  # noqa: E402
 import protocol_rtt  # noqa: E402
-from pygls.io_ import StdinAsyncReader  # noqa: E402
 from report_replay import protocol_rtt_section  # noqa: E402
-
-from spanfill.server import streams  # noqa: E402
 
 
 def test_a_short_run_adds_up_and_renders(tiny_model, tmp_path, monkeypatch):
+    """The run also stops short if a server read stdin otherwise than meant (reader_logged)."""
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     assert protocol_rtt.main(["--model", str(tiny_model), "--rounds", "2", "--per-round", "3"]) == 0
     result = json.loads((tmp_path / "results" / "protocol_rtt.json").read_text())
@@ -27,10 +24,11 @@ def test_a_short_run_adds_up_and_renders(tiny_model, tmp_path, monkeypatch):
     assert "| event loop |" in text and "| thread |" in text and "2 rounds" in text
 
 
-def test_the_baseline_script_has_even_a_pipe_read_on_a_thread(monkeypatch):
-    """The second server runs pygls's threaded reader: its script makes every stdin look like a file."""
-    monkeypatch.setattr(streams, "waitable", streams.waitable)       # restored after the test
-    exec(protocol_rtt.THREADED.split("serve.main")[0], {})
-    read_end, write_end = os.pipe()
-    with os.fdopen(read_end, "rb") as pipe, os.fdopen(write_end, "wb"):
-        assert isinstance(asyncio.run(streams.stdin_reader(pipe, None)), StdinAsyncReader)
+def test_which_reader_a_server_used_comes_from_its_log(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text("x INFO spanfill.server.lsp: reading stdin on a thread\n")
+    assert protocol_rtt.reader_logged(log) == "thread"
+    log.write_text("x INFO spanfill.server.lsp: reading stdin on the event loop\n")
+    assert protocol_rtt.reader_logged(log) == "event loop"
+    log.write_text("")
+    assert protocol_rtt.reader_logged(log) is None

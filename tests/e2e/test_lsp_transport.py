@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
@@ -209,7 +210,7 @@ def test_over_tcp_the_server_exits_while_its_worker_is_stuck_and_takes_one_clien
                 assert b"Traceback" not in err.read(), goodbye
 
 
-ECHO_OVER_TCP = """
+ECHO_SERVER = """
 import sys
 sys.path.insert(0, sys.argv[3])
 from fakes import FakeEngine
@@ -225,14 +226,18 @@ class Echo(FakeEngine):
 
 tok = Tokenizer.from_file(sys.argv[1])
 server.session.scheduler = Scheduler(loader=lambda path, **kw: Echo(tok))
-serve.main(["--tcp", sys.argv[2]])
+serve.main([] if sys.argv[2] == "stdio" else ["--tcp", sys.argv[2]])
 """
 
 
 class RawClient:
     """LSP over a plain socket: writes several messages in one send, reads responses by id."""
 
-    def __init__(self, port: int):
+    def __init__(self, port: int | None = None, sock: socket.socket | None = None):
+        self.buffer, self.responses = b"", {}
+        if sock is not None:                          # the server's stdin and stdout: the other end
+            self.sock = sock
+            return
         deadline = time.monotonic() + 60
         while True:                                   # the server imports torch before it listens
             try:
@@ -241,7 +246,6 @@ class RawClient:
             except OSError:
                 assert time.monotonic() < deadline, "the server never listened"
                 time.sleep(0.1)
-        self.buffer, self.responses = b"", {}
 
     def send(self, *messages: dict) -> None:
         self.sock.sendall(framed(*messages))
@@ -260,17 +264,49 @@ class RawClient:
                 self.responses[message["id"]] = message
         return self.responses.pop(msg_id)
 
+    def shut_down(self, server: subprocess.Popen) -> int:
+        """shutdown, then exit: the server's exit code."""
+        self.send({"id": "bye", "method": "shutdown"})
+        self.response("bye")
+        self.send({"method": "exit"})
+        return server.wait(timeout=60)
 
-def test_over_tcp_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_after_it(e2e_model):
-    """A didChange that arrives in the same TCP chunk as the request before it must not move the
-    document under that request: pygls read a socket's buffered messages without giving the loop a
-    turn, so the request's coroutine first ran after the edit (stdio reads on a thread and was safe)."""
-    port = free_port()
+
+def reap(server: subprocess.Popen, client: RawClient) -> bytes:
+    """The server ended (killed if it had not), the client's socket closed: what the server wrote to stderr."""
+    if server.poll() is None:
+        server.kill()
+    server.wait()
+    client.sock.close()
+    with server.stderr:
+        return server.stderr.read()
+
+
+def echo_server(e2e_model, transport: str) -> tuple[subprocess.Popen, RawClient]:
+    """The echo server over TCP, or over stdio with one socket as its stdin and stdout."""
     fakes = Path(__file__).parents[1] / "server"
-    server = subprocess.Popen([sys.executable, "-c", ECHO_OVER_TCP, str(e2e_model / "tokenizer.json"),
-                               f"127.0.0.1:{port}", str(fakes)], env=CONFIG.server_env, stderr=subprocess.PIPE)
+    command = [sys.executable, "-c", ECHO_SERVER, str(e2e_model / "tokenizer.json")]
+    if transport == "tcp":
+        port = free_port()
+        server = subprocess.Popen([*command, f"127.0.0.1:{port}", str(fakes)], env=CONFIG.server_env,
+                                  stderr=subprocess.PIPE)
+        return server, RawClient(port)
+    ours, theirs = socket.socketpair()
+    with theirs:
+        server = subprocess.Popen([*command, "stdio", str(fakes)], stdin=theirs, stdout=theirs,
+                                  env=CONFIG.server_env, stderr=subprocess.PIPE)
+    ours.settimeout(30)
+    return server, RawClient(sock=ours)
+
+
+@pytest.mark.parametrize("transport", ["tcp", "stdio"])
+def test_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_after_it(e2e_model, transport):
+    """A didChange that arrives in the same chunk as the request before it must not move the document
+    under that request: read from a buffer, messages are handled without the event loop taking a
+    turn, and the request's coroutine first ran after the edit (TCP; stdio now reads on the event
+    loop too)."""
+    server, client = echo_server(e2e_model, transport)
     try:
-        client = RawClient(port)
         uri = "file:///t/notes.txt"
         client.send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None,
                                                                  "capabilities": {}}})
@@ -304,11 +340,25 @@ def test_over_tcp_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_af
         client.send({"id": 1003, "method": "spanfill/status", "params": {}})
         stats = client.response(1003)["result"]
         assert (stats["errors"], stats["requests"], stats["superseded"]) == (0, 2, 1), stats
-        client.send({"id": 2000, "method": "shutdown"})
-        client.response(2000)
-        client.send({"method": "exit"})
-        assert server.wait(timeout=60) == 0
+        assert client.shut_down(server) == 0
     finally:
-        if server.poll() is None:
-            server.kill()
-        server.wait()
+        reap(server, client)
+
+
+def test_over_one_socket_as_stdin_and_stdout_responses_wait_for_a_client_that_reads_late(e2e_model):
+    """Reading stdin on the event loop leaves the descriptor blocking: where stdin and stdout are one
+    socket (socat, inetd, systemd), a non-blocking one made every response written while the client
+    was not reading fail, and the framing after it was lost."""
+    server, client = echo_server(e2e_model, "stdio")
+    try:
+        client.send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None,
+                                                                 "capabilities": {}}},
+                    {"method": "initialized", "params": {}})
+        ids = range(2, 402)        # ~400 status responses: more than a socket's buffers hold
+        client.send(*({"id": i, "method": "spanfill/status", "params": {}} for i in ids))
+        time.sleep(3)              # the client reads late: the server's writes wait for it
+        assert "result" in client.response(1)
+        assert all("result" in client.response(i) for i in ids)
+        assert client.shut_down(server) == 0
+    finally:
+        assert b"Error sending data" not in reap(server, client)

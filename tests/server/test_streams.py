@@ -7,7 +7,7 @@ import socket
 
 from pygls.io_ import StdinAsyncReader
 
-from spanfill.server.streams import HEADER_LINE_LIMIT, ChunkedInput, MessageReader, stdin_reader, waitable
+from spanfill.server.streams import HEADER_LINE_LIMIT, ChunkedInput, MessageReader, ReadableFd, stdin_reader, waitable
 
 
 def stream_of(data: bytes, eof: bool = True) -> asyncio.StreamReader:
@@ -89,6 +89,23 @@ def test_pipes_and_sockets_are_read_on_the_event_loop_files_and_devices_on_a_thr
         assert waitable(pipe) and waitable(sock)
         assert not waitable(file) and not waitable(null) and not waitable(io.BytesIO(b""))
 
-        async def kinds():
-            return [type(await stdin_reader(s, None)) for s in (pipe, file)]
-        assert asyncio.run(kinds()) == [MessageReader, StdinAsyncReader]
+        assert [type(stdin_reader(s, None)) for s in (pipe, file)] == [MessageReader, StdinAsyncReader]
+
+
+def test_a_descriptor_is_read_as_data_arrives_and_stays_blocking():
+    """ReadableFd waits on the event loop, and leaves the descriptor blocking: the flag is shared with
+    every copy of it, stdout too where stdin and stdout are one socket."""
+    left, right = socket.socketpair()
+    with left, right:
+        reader = MessageReader(ReadableFd(left.fileno()))
+
+        async def run():
+            line = asyncio.ensure_future(reader.readline())
+            await asyncio.sleep(0.01)
+            assert not line.done()                   # nothing sent yet: waiting, not reading
+            right.sendall(b"Content-Length: 2\r\n\r\nhi")
+            got = [await line, await reader.readline(), await reader.readexactly(2)]
+            right.shutdown(socket.SHUT_WR)
+            return got + [await reader.readline()]
+        assert asyncio.run(run()) == [b"Content-Length: 2\r\n", b"\r\n", b"hi", b""]
+        assert os.get_blocking(left.fileno())
