@@ -302,9 +302,9 @@ def echo_server(e2e_model, transport: str) -> tuple[subprocess.Popen, RawClient]
 @pytest.mark.parametrize("transport", ["tcp", "stdio"])
 def test_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_after_it(e2e_model, transport):
     """A didChange that arrives in the same chunk as the request before it must not move the document
-    under that request: read from a buffer, messages are handled without the event loop taking a
-    turn, and the request's coroutine first ran after the edit (TCP; stdio now reads on the event
-    loop too)."""
+    under that request: read from a buffer without the event loop taking a turn, the messages of a
+    chunk would all be handled before the request's coroutine first ran (both transports read on the
+    event loop)."""
     server, client = echo_server(e2e_model, transport)
     try:
         uri = "file:///t/notes.txt"
@@ -347,8 +347,8 @@ def test_a_request_sees_the_document_as_it_was_sent_not_an_edit_sent_after_it(e2
 
 def test_over_one_socket_as_stdin_and_stdout_responses_wait_for_a_client_that_reads_late(e2e_model):
     """Reading stdin on the event loop leaves the descriptor blocking: where stdin and stdout are one
-    socket (socat, inetd, systemd), a non-blocking one made every response written while the client
-    was not reading fail, and the framing after it was lost."""
+    socket (socat, inetd, systemd), a non-blocking one would fail every response written while the
+    client was not reading, and the framing after it would be lost."""
     server, client = echo_server(e2e_model, "stdio")
     try:
         client.send({"id": 1, "method": "initialize", "params": {"processId": None, "rootUri": None,
