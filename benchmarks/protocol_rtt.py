@@ -30,7 +30,7 @@ from lsprotocol import types
 sys.path.insert(0, str(Path(__file__).parent))
 import common  # noqa: E402
 
-from spanfill.server.headless import ClientDocument, make_client, status, stop, wait_until_loaded  # noqa: E402
+from spanfill.server.headless import ClientDocument, make_client, start, status, stop  # noqa: E402
 
 READERS = ("event loop", "thread")
 THREADED = ("from spanfill.server import serve, streams\n"
@@ -50,18 +50,10 @@ def parse_args(argv):
 
 async def start_server(reader: str, log_file: Path, model: str | None):
     client = make_client(f"rtt-{reader}")
-    env = {**os.environ, "SPANFILL_COMPILE": "0"}
-    if reader == "thread":
-        await client.start_io(sys.executable, "-c", THREADED.format(log=str(log_file)), env=env)
-    else:
-        await client.start_io(sys.executable, "-m", "spanfill.server.cli", "serve", "--log-file", str(log_file), env=env)
-    settings = {"enable": {"*": False}, **({"model": model} if model else {})}
-    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(),
-                                                         initialization_options={"spanfill": settings}))
-    client.initialized(types.InitializedParams())
-    await wait_until_loaded(client)
-    doc = ClientDocument(client, "file:///rtt/typing.py", TEXT)
-    return client, doc
+    script = THREADED.format(log=str(log_file)) if reader == "thread" else None
+    await start(client, log_file, script=script, env={**os.environ, "SPANFILL_COMPILE": "0"}, enable={"*": False},
+                **({"model": model} if model else {}))
+    return client, ClientDocument(client, "file:///rtt/typing.py", TEXT)
 
 
 async def one_round(client, doc: ClientDocument, at: types.Position, n: int, out: dict) -> types.Position:
@@ -86,8 +78,12 @@ def reader_logged(log_file: Path) -> str | None:
     return None
 
 
+def log_of(log_dir: Path, reader: str) -> Path:
+    return log_dir / f"{reader.replace(' ', '_')}.log"
+
+
 async def measure(args, log_dir: Path) -> dict:
-    servers = {r: await start_server(r, log_dir / f"{r.replace(' ', '_')}.log", args.model) for r in READERS}
+    servers = {r: await start_server(r, log_of(log_dir, r), args.model) for r in READERS}
     samples = {r: {"status": [], "keystroke": []} for r in READERS}
     cursors = {r: types.Position(line=200, character=0) for r in READERS}
     try:
@@ -105,7 +101,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     with tempfile.TemporaryDirectory() as logs:
         samples = asyncio.run(measure(args, Path(logs)))
-        logged = {r: reader_logged(Path(logs) / f"{r.replace(' ', '_')}.log") for r in READERS}
+        logged = {r: reader_logged(log_of(Path(logs), r)) for r in READERS}
     if logged != {r: r for r in READERS}:
         raise SystemExit(f"the servers did not read stdin as meant: {logged}")
     readers = {r: {kind: common.summary(ms) for kind, ms in kinds.items()} for r, kinds in samples.items()}

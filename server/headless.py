@@ -72,11 +72,14 @@ async def wait_until_compiled(client: LanguageClient, timeout_s: float = 900.0):
     return st
 
 
-async def start(client: LanguageClient, log_file: Path, **settings):
+async def start(client: LanguageClient, log_file: Path, *, script: str | None = None, env: dict | None = None,
+                **settings):
     """Start `spanfill serve` (logging to `log_file`), initialize it with `settings` (the
     "spanfill" section of initializationOptions), and return its status once the model loaded or
-    failed to."""
-    await client.start_io(sys.executable, "-m", "spanfill.server.cli", "serve", "--log-file", str(log_file))
+    failed to. script: Python source run instead of `spanfill serve` (a benchmark's variant of the
+    server, which logs to `log_file` itself); env: the server's environment (default: this process's)."""
+    args = ("-c", script) if script is not None else ("-m", "spanfill.server.cli", "serve", "--log-file", str(log_file))
+    await client.start_io(sys.executable, *args, env=env)
     caps = types.ClientCapabilities(window=types.WindowClientCapabilities(work_done_progress=True))
     await client.initialize_async(types.InitializeParams(capabilities=caps,
                                                         initialization_options={"spanfill": settings}))
