@@ -308,7 +308,8 @@ class Engine:
         banned, stop = self._ar_rules(window, healing, multiline)
         token_step = compiled.token_step if compiled else None
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
-                          deadline, req.cancelled, healing.first_bias, token_step, stop)
+                          deadline, req.cancelled, healing.first_bias, token_step, stop, lookup=entry.tokens[:C],
+                          encode_every=compiled.encode_every if compiled else None)
                 for temp in temps]
         return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
@@ -333,7 +334,8 @@ class Engine:
                 continue
             outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept[0], L_ar, sp.eom, banned,
                                     healing.first_bias, stop, token_step, compiled.encode_every if compiled else None,
-                                    temp, req.top_p, gen, deadline, req.cancelled, accept_end=accept[1]))
+                                    temp, req.top_p, gen, deadline, req.cancelled, accept_end=accept[1],
+                                    lookup=entry.tokens[:C]))
         return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 

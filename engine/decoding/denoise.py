@@ -314,21 +314,52 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
     return DenoiseOutput(span, steps_run, plan.deadline_hit, plan.was_cancelled)
 
 
+# prompt lookup (greedy AR only): after each token, the tokens that followed its last earlier occurrence
+# in the context and the middle so far are proposed, and one pass over the token and up to this many of
+# them gives AR's choice after each; the proposals AR would have written stand without a pass of their
+# own. Code repeats itself (names, calls, whole lines), and on a CPU a pass over 5 tokens costs little
+# more than over 1 (its fixed cost per call dominates)
+LOOKUP_TOKENS = 4
+
+
+def lookup_proposal(seq: list[int], k: int) -> list[int]:
+    """Up to k tokens that followed the last earlier occurrence of seq's last token; [] where it has none."""
+    if k <= 0 or not seq:
+        return []
+    last = seq[-1]
+    for i in range(len(seq) - 2, -1, -1):
+        if seq[i] == last:
+            return seq[i + 1:i + 1 + k]
+    return []
+
+
 def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tensor, max_tokens: int,
               eom_id: int, temperature: float = 0.0, top_p: float = 1.0,
               generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
               cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None,
-              token_step: Callable | None = None, stop: Callable[[list[int]], bool] | None = None) -> DenoiseOutput:
+              token_step: Callable | None = None, stop: Callable[[list[int]], bool] | None = None,
+              lookup: list[int] | None = None, encode_every: Callable | None = None) -> DenoiseOutput:
     """The baseline: decode the same weights one token per step through the causal path. kv buffers
     must have room for context_len + max_tokens positions; positions past context_len are scratch.
     first_bias [V] is added to the first token's logits (healing.py); token_step(token [1, 1],
     position, kv) -> logits [1, V] is the causal step (compiled.py), the eager model's by default.
-    Decoding ends after <|eom|> or once stop(tokens so far) is true (they stay in the span: the caller cuts)."""
+    Decoding ends after <|eom|> or once stop(tokens so far) is true (they stay in the span: the caller cuts).
+    lookup: the token ids before the middle (the context); greedy decoding then proposes what followed
+    the last token's last earlier occurrence (LOOKUP_TOKENS) and checks it in the same pass
+    (encode_every(tokens [1, N], start, kv) -> [N, D], the eager model's by default): the same tokens in
+    fewer passes. steps_run counts the passes, the first token's (the context's) included."""
     if token_step is None:
         def token_step(token, position, kv):
             return model.logits(model.encode_context(token, position, kv))
+    if encode_every is None:
+        def encode_every(tokens, start, kv):
+            return model.encode_context(tokens, start, kv, every=True)
+    use_lookup = lookup is not None and temperature == 0.0
     tokens: list[int] = []
     logits = model.logits(last_hidden)                                # [1, V]
+    proposed: list[int] = []              # proposals not yet reached, the first at the next token's position
+    ahead: list[torch.Tensor] = []        # the pass's logits after each of them
+    passes = 1
     deadline_hit = was_cancelled = False
     for i in range(max_tokens):
         if cancelled is not None and cancelled():
@@ -343,7 +374,20 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
         if passed(deadline):
             deadline_hit = True
             break
-        if i + 1 < max_tokens:
-            logits = token_step(token[None], context_len + i, kv)
+        if i + 1 >= max_tokens:
+            break
+        if proposed and tokens[-1] == proposed[0]:     # AR wrote the proposal: its pass already ran
+            proposed.pop(0)
+            logits = ahead.pop(0)
+            continue
+        # proposals AR can still reach: the pass's last row gives token max_tokens - 1 at most
+        proposal = lookup_proposal(lookup + tokens, min(LOOKUP_TOKENS, max_tokens - 1 - i - 1)) if use_lookup else []
+        passes += 1
+        if proposal:
+            ids = torch.tensor([tokens[-1:] + proposal], dtype=torch.long, device=last_hidden.device)
+            rows = model.logits(encode_every(ids, context_len + i, kv))     # [1 + k, V]
+            logits, ahead, proposed = rows[:1], [rows[j:j + 1] for j in range(1, len(proposal) + 1)], proposal
+        else:
+            logits, ahead, proposed = token_step(token[None], context_len + i, kv), [], []
     span = torch.tensor([tokens], dtype=torch.long)
-    return DenoiseOutput(span, len(tokens), deadline_hit, was_cancelled)
+    return DenoiseOutput(span, passes if tokens else 0, deadline_hit, was_cancelled)
