@@ -23,7 +23,7 @@ from .decoding.check import CheckOutput, check_draft, resolve_check
 from .decoding.compiled import CompiledSteps
 from .decoding.context_cache import ContextCache
 from .decoding.cuda_step import StaticSpanDenoiser
-from .decoding.denoise import DenoiseConfig, ar_decode, banned_bias, denoise, passed
+from .decoding.denoise import LOOKUP_TOKENS, DenoiseConfig, ar_decode, banned_bias, denoise, passed
 from .decoding.neighbours import repeatable_tokens
 from .decoding.length import HEAD_QUANTILE, SHRINK_TO, head_end, resolve_length, shrink_lengths, start_span
 from .decoding.postprocess import Cursor, leaves_block, to_lf, wants_multiline
@@ -78,6 +78,9 @@ class Engine:
         # compiled steps hold a graph for each length this has when `compile` runs, and
         # benchmarks/span_lengths.py compares subsets of it on one engine
         self.shrink_to = SHRINK_TO
+        # greedy AR's prompt-lookup proposals per pass (denoise.LOOKUP_TOKENS; 0: none); benchmarks/lookup.py
+        # compares it on and off on one engine
+        self.lookup_tokens = LOOKUP_TOKENS
 
     @classmethod
     def load(cls, path: str | Path | None = None, device: str = "auto", dtype: str = "auto",
@@ -309,7 +312,7 @@ class Engine:
         token_step = compiled.token_step if compiled else None
         outs = [ar_decode(self.model, entry.kv, C, entry.last_hidden, L, sp.eom, temp, req.top_p, gen, banned,
                           deadline, req.cancelled, healing.first_bias, token_step, stop, lookup=entry.tokens[:C],
-                          encode_every=compiled.encode_every if compiled else None)
+                          encode_every=compiled.encode_every if compiled else None, lookup_tokens=self.lookup_tokens)
                 for temp in temps]
         return ([o.span[0].tolist() for o in outs], sum(o.steps_run for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
@@ -335,7 +338,7 @@ class Engine:
             outs.append(check_draft(self.model, entry.kv, C, entry.last_hidden, draft, accept[0], L_ar, sp.eom, banned,
                                     healing.first_bias, stop, token_step, compiled.encode_every if compiled else None,
                                     temp, req.top_p, gen, deadline, req.cancelled, accept_end=accept[1],
-                                    lookup=entry.tokens[:C]))
+                                    lookup=entry.tokens[:C], lookup_tokens=self.lookup_tokens))
         return ([o.tokens for o in outs], [o.kept for o in outs], sum(o.passes for o in outs),
                 any(o.deadline_hit for o in outs), any(o.cancelled for o in outs))
 

@@ -24,7 +24,7 @@ import torch
 
 from ..api import DEFAULT_CHECK, DEFAULT_END_CHECK
 from ..core.family import ModelFamily
-from .denoise import DenoiseOutput, ar_decode, banned_bias
+from .denoise import LOOKUP_TOKENS, DenoiseOutput, ar_decode, banned_bias
 
 
 def resolve_check(check: float | str | None, multiline: bool) -> tuple[float, float] | None:
@@ -67,7 +67,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
                 temperature: float = 0.0, top_p: float = 1.0,
                 generator: torch.Generator | None = None, deadline: float | None = None,
                 cancelled: Callable[[], bool] | None = None, accept_end: float | None = None,
-                lookup: list[int] | None = None) -> CheckOutput:
+                lookup: list[int] | None = None, lookup_tokens: int = LOOKUP_TOKENS) -> CheckOutput:
     """Check `draft` (the middle's tokens up to and including <|eom|>, no pads) against the causal
     path after the first context_len cached positions; last_hidden [1, D] predicts the middle's first
     token. kv needs room for context_len + max_tokens positions (those past context_len are scratch).
@@ -76,7 +76,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
     the rest is ar_decode's, with the same banned ids, first-token bias, stop and sampling.
     encode_every(tokens [1, N], start, kv) -> [N, D] is the check's pass (compiled.py), the eager
     model's by default; token_step is AR's, as in ar_decode. lookup: the context's token ids, for the
-    rest's prompt lookup (ar_decode; greedy only)."""
+    rest's prompt lookup of up to lookup_tokens a pass (ar_decode; greedy only)."""
     if encode_every is None:
         def encode_every(tokens, start, kv):
             return model.encode_context(tokens, start, kv, every=True)
@@ -101,7 +101,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
         model, kv, context_len + kept, states[kept:kept + 1], max_tokens - kept, eom_id, temperature, top_p, generator, banned,
         deadline, cancelled, first_bias if kept == 0 else None, token_step,
         None if stop is None else (lambda tokens: stop(head + tokens)),
-        lookup=None if lookup is None else lookup + head, encode_every=encode_every)
+        lookup=None if lookup is None else lookup + head, encode_every=encode_every, lookup_tokens=lookup_tokens)
     # ar_decode's first token comes from states[kept] with no pass of its own, and AR counts one pass per
     # token: with a draft the check's pass stands for the first one's (made even if AR then wrote none)
     passes = max(rest.steps_run, 1 if draft else 0)

@@ -338,14 +338,15 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
               generator: torch.Generator | None = None, banned: list[int] | None = None, deadline: float | None = None,
               cancelled: Callable[[], bool] | None = None, first_bias: torch.Tensor | None = None,
               token_step: Callable | None = None, stop: Callable[[list[int]], bool] | None = None,
-              lookup: list[int] | None = None, encode_every: Callable | None = None) -> DenoiseOutput:
+              lookup: list[int] | None = None, encode_every: Callable | None = None,
+              lookup_tokens: int = LOOKUP_TOKENS) -> DenoiseOutput:
     """The baseline: decode the same weights one token per step through the causal path. kv buffers
     must have room for context_len + max_tokens positions; positions past context_len are scratch.
     first_bias [V] is added to the first token's logits (healing.py); token_step(token [1, 1],
     position, kv) -> logits [1, V] is the causal step (compiled.py), the eager model's by default.
     Decoding ends after <|eom|> or once stop(tokens so far) is true (they stay in the span: the caller cuts).
     lookup: the token ids before the middle (the context); greedy decoding then proposes what followed
-    the last token's last earlier occurrence (LOOKUP_TOKENS) and checks it in the same pass
+    the last token's last earlier occurrence (up to lookup_tokens; 0: none) and checks it in the same pass
     (encode_every(tokens [1, N], start, kv) -> [N, D], the eager model's by default): the same tokens in
     fewer passes. steps_run counts the passes, the first token's (the context's) included."""
     if token_step is None:
@@ -381,7 +382,7 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
             logits = ahead.pop(0)
             continue
         # proposals AR can still reach: the pass's last row gives token max_tokens - 1 at most
-        proposal = lookup_proposal(lookup + tokens, min(LOOKUP_TOKENS, max_tokens - 1 - i - 1)) if use_lookup else []
+        proposal = lookup_proposal(lookup + tokens, min(lookup_tokens, max_tokens - 1 - i - 1)) if use_lookup else []
         passes += 1
         if proposal:
             ids = torch.tensor([tokens[-1:] + proposal], dtype=torch.long, device=last_hidden.device)

@@ -48,6 +48,7 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
     expected = {"span": 0, "token": 0, "prefill": 0, "every": 0}
     compiles = dict(torch._dynamo.utils.counters["frames"])
     compiled.strict = True   # a call the warm-up did not compile for raises instead of running eagerly
+    eager.lookup_tokens = fast.lookup_tokens = 0   # one pass a token: the counts below (lookup: after the loop)
     # contexts of several lengths (one beyond the warm-up's capacities), healed and not, and typing
     # on character by character (a prefill of the few re-encoded tokens; healing re-encodes two or more)
     for prefix in (SAMPLE_PREFIX, SAMPLE_PREFIX + "ret", SAMPLE_PREFIX + "retu", SAMPLE_PREFIX * 3, "x = self.app",
@@ -72,6 +73,18 @@ def test_compiled_steps_decode_like_eager(tiny_dir, dtype):
                 expected["token"] += b.steps_run - 1
     assert calls == expected and expected["span"] >= 4 and expected["token"] >= 4 and expected["prefill"] >= 4
     assert expected["every"] >= 4          # the check's pass over a draft ran on the prefill's graphs (strict)
+    # prompt lookup's passes run on the prefill's graphs too, and write what the eager engine writes
+    eager.lookup_tokens = fast.lookup_tokens = 4
+    for mode, check in (("ar", None), ("diffusion", 0.1)):
+        req = dict(prefix=SAMPLE_PREFIX * 3, suffix=SAMPLE_SUFFIX, mode=mode, check=check)
+        before = calls["every"]
+        a, b = eager.complete(CompletionRequest(**req)), fast.complete(CompletionRequest(**req))
+        assert b.texts == a.texts and b.steps_run == a.steps_run and b.check_passes == a.check_passes
+        if mode == "ar":                     # no check pass in AR mode: these are lookup's
+            assert calls["every"] > before
+        expected["every"] = calls["every"]
+        expected["token"], expected["prefill"] = calls["token"], calls["prefill"]
+        expected["span"] = calls["span"]
     # fast_steps=False: the eager reference loop, the compiled steps untouched
     slow = fast.complete(CompletionRequest(prefix="y = 1\n" + SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, fast_steps=False))
     assert calls == expected and slow.steps_run > 0
