@@ -101,7 +101,7 @@ def main(argv=None) -> int:
         req = CompletionRequest(prefix=SAMPLE_PREFIX, suffix=SAMPLE_SUFFIX, span_length=L, steps=steps, mode=mode,
                                 check=None)   # the span's steps alone: benchmarks/check.py times the check
         passes = engine.complete(req).steps_run
-        name = f"completion AR ({passes} tokens)" if mode == "ar" else f"completion T={steps}"
+        name = f"completion AR ({passes} passes)" if mode == "ar" else f"completion T={steps}"
         rows.append({"what": name, "mode": mode, "steps": steps, "forward_passes": passes,
                      **summary(timed(lambda: engine.complete(req), args.repeats))})
     # every row names the T it ran; the checkpoint's default T (engine.info["steps"]) governs none of them

@@ -96,7 +96,7 @@ class CompletionResult:
     context_tokens: int                  # length of the causal context
     reused_tokens: int                   # context tokens served from the KV cache
     encoded_tokens: int                  # context tokens encoded for this request
-    steps_run: int                       # forward passes over the span (or tokens, in AR mode; the AR fallback's added)
+    steps_run: int                       # forward passes over the span (or AR's passes: a token each, fewer with prompt lookup; the AR fallback's added)
     finished: list[bool]                 # candidate ended with <|eom|>
     deadline_hit: bool = False
     cancelled: bool = False
@@ -108,7 +108,7 @@ class CompletionResult:
 
     @property
     def forward_passes(self) -> int:
-        """Every forward pass the request ran: the span's steps or AR's tokens, the check's, the fallback's."""
+        """Every forward pass the request ran: the span's steps or AR's passes, the check's, the fallback's."""
         return self.steps_run + self.check_passes
 
 

@@ -1,6 +1,6 @@
 """benchmarks/lookup.py on the shipped model (eager, a few tasks): lookup on and off decode every task in
 both modes, the result file holds a row per kind and mode with the paired comparison, and the engine's
-lookup proposals per pass are recorded."""
+proposals per pass are recorded."""
 import json
 import sys
 from pathlib import Path

@@ -102,7 +102,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
         deadline, cancelled, first_bias if kept == 0 else None, token_step,
         None if stop is None else (lambda tokens: stop(head + tokens)),
         lookup=None if lookup is None else lookup + head, encode_every=encode_every, lookup_tokens=lookup_tokens)
-    # ar_decode's first token comes from states[kept] with no pass of its own, and AR counts one pass per
-    # token: with a draft the check's pass stands for the first one's (made even if AR then wrote none)
+    # ar_decode's first token comes from states[kept] with no pass of its own, and AR counts it as one (the
+    # context's): with a draft the check's pass stands for that one (made even if AR then wrote none)
     passes = max(rest.steps_run, 1 if draft else 0)
     return CheckOutput(head + rest.span[0].tolist(), kept, passes, rest.deadline_hit, rest.cancelled)

@@ -348,7 +348,9 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
     lookup: the token ids before the middle (the context); greedy decoding then proposes what followed
     the last token's last earlier occurrence (up to lookup_tokens; 0: none) and checks it in the same pass
     (encode_every(tokens [1, N], start, kv) -> [N, D], the eager model's by default): the same tokens in
-    fewer passes. steps_run counts the passes, the first token's (the context's) included."""
+    fewer passes (with int8 matmuls a pass's rows share one activation scale, so a token's logits may round
+    differently than in a pass of its own). steps_run counts the passes, the first token's (the
+    context's) included."""
     if token_step is None:
         def token_step(token, position, kv):
             return model.logits(model.encode_context(token, position, kv))
