@@ -24,7 +24,7 @@ import torch
 
 from ..api import DEFAULT_CHECK, DEFAULT_END_CHECK
 from ..core.family import ModelFamily
-from .denoise import LOOKUP_TOKENS, DenoiseOutput, ar_decode, banned_bias
+from .denoise import LOOKUP_TOKENS, DenoiseOutput, ar_decode, banned_bias, eager_encode_every
 
 
 def resolve_check(check: float | str | None, multiline: bool) -> tuple[float, float] | None:
@@ -78,8 +78,7 @@ def check_draft(model: ModelFamily, kv, context_len: int, last_hidden: torch.Ten
     model's by default; token_step is AR's, as in ar_decode. lookup: the context's token ids, for the
     rest's prompt lookup of up to lookup_tokens a pass (ar_decode; greedy only)."""
     if encode_every is None:
-        def encode_every(tokens, start, kv):
-            return model.encode_context(tokens, start, kv, every=True)
+        encode_every = eager_encode_every(model)
     draft = draft[:max_tokens]
     kept = 0
     states = last_hidden                       # row i predicts the middle's token i

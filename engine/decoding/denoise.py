@@ -322,6 +322,14 @@ def denoise(model: ModelFamily, kv, context_len: int, n: int, cfg: DenoiseConfig
 LOOKUP_TOKENS = 4
 
 
+def eager_encode_every(model: ModelFamily) -> Callable:
+    """The eager model's encode_every(tokens [1, N], start, kv) -> [N, D]: each new token's hidden state
+    (the AR check's pass, prompt lookup's), where no compiled one is given."""
+    def encode_every(tokens, start, kv):
+        return model.encode_context(tokens, start, kv, every=True)
+    return encode_every
+
+
 def lookup_proposal(seq: list[int], k: int) -> list[int]:
     """Up to k tokens that followed the last earlier occurrence of seq's last token; [] where it has none."""
     if k <= 0 or not seq:
@@ -355,8 +363,7 @@ def ar_decode(model: ModelFamily, kv, context_len: int, last_hidden: torch.Tenso
         def token_step(token, position, kv):
             return model.logits(model.encode_context(token, position, kv))
     if encode_every is None:
-        def encode_every(tokens, start, kv):
-            return model.encode_context(tokens, start, kv, every=True)
+        encode_every = eager_encode_every(model)
     use_lookup = lookup is not None and temperature == 0.0
     tokens: list[int] = []
     logits = model.logits(last_hidden)                                # [1, V]
